@@ -1,0 +1,304 @@
+"""The RLAEnv base class: difficulty, tasks, the info contract and observation modes.
+
+Every environment of the suite subclasses :class:`RLAEnv` and implements only the
+generation, transition, rendering and oracle hooks; the base does the Gymnasium
+plumbing (seeding, validation, observation modes, the ``info`` contract).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import numbers
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+ObsMode = Literal["dict", "flat", "text"]
+OBS_MODES: tuple[str, ...] = ("dict", "flat", "text")
+TASK_SEED_LIMIT = 2**31
+
+
+def check_difficulty(value: Any, name: str = "difficulty") -> float:
+    """Return ``value`` as a float in [0, 1], or raise naming the bad value.
+
+    Raises:
+        TypeError: ``value`` is ``None``, a bool, or not a real number.
+        ValueError: ``value`` is NaN or outside [0, 1].
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number in [0, 1], got {value!r}")
+    result = float(value)
+    if math.isnan(result) or not 0.0 <= result <= 1.0:
+        raise ValueError(f"{name} must be in [0, 1], got {value!r}")
+    return result
+
+
+def check_task_seed(value: Any) -> int:
+    """Return ``value`` as an int in [0, 2**31), or raise naming the bad value."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"task seed must be an integer, got {value!r}")
+    result = int(value)
+    if not 0 <= result < TASK_SEED_LIMIT:
+        raise ValueError(f"task seed must be in [0, 2**31), got {value!r}")
+    return result
+
+
+@dataclass(frozen=True)
+class Task:
+    """One reproducible task: the same (env id, difficulty, seed) gives the same episode.
+
+    Example:
+        >>> Task("RLA-TextNav-v0", 0.5, 7).task_id == Task("RLA-TextNav-v0", 0.5, 7).task_id
+        True
+    """
+
+    env_id: str
+    difficulty: float
+    seed: int
+    task_id: str = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.env_id, str) or not self.env_id:
+            raise TypeError(f"env_id must be a non-empty string, got {self.env_id!r}")
+        object.__setattr__(self, "difficulty", check_difficulty(self.difficulty))
+        object.__setattr__(self, "seed", check_task_seed(self.seed))
+        key = f"{self.env_id}|{self.difficulty!r}|{self.seed}".encode()
+        object.__setattr__(self, "task_id", hashlib.blake2b(key, digest_size=8).hexdigest())
+
+
+class RLAEnv(gym.Env[Any, np.int64]):
+    """Base of every rla-gym environment (see ``docs/contract.md``).
+
+    Subclasses set the class attributes below and implement the hooks
+    ``_generate``, ``_apply``, ``_action_mask``, ``_success``, ``_tokens``,
+    ``_text``, ``_distance``, ``_oracle_actions`` and ``_step_budget``.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"], "render_fps": 4}
+    #: Registered id; part of every task's identity.
+    env_id: ClassVar[str]
+    #: Token vocabulary; id 0 is padding.
+    vocab: ClassVar[tuple[str, ...]]
+    #: Number of tokens in the ``tokens`` observation.
+    token_length: ClassVar[int]
+    #: Names of the fixed discrete commands.
+    action_names: ClassVar[tuple[str, ...]]
+    #: Upper bound on the length of the text observation, and its alphabet.
+    text_max_length: ClassVar[int]
+    text_charset: ClassVar[str]
+
+    def __init__(
+        self,
+        difficulty: float = 0.5,
+        *,
+        obs_mode: ObsMode = "dict",
+        render_mode: str | None = None,
+    ) -> None:
+        if obs_mode not in OBS_MODES:
+            raise ValueError(f"obs_mode must be one of {OBS_MODES}, got {obs_mode!r}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(
+                f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}"
+            )
+        self.obs_mode = obs_mode
+        self.render_mode = render_mode
+        self._difficulty = check_difficulty(difficulty)
+        self._pinned_task: Task | None = None
+        self._task: Task | None = None
+        self._mask = np.zeros(len(self.action_names), dtype=np.int8)
+        self._steps = 0
+        self._budget = 0
+        self._optimal_len = 0
+        self._last_distance = 0
+        self._done = True
+        self.action_space = spaces.Discrete(len(self.action_names))
+        self.observation_space = self._make_observation_space()
+
+    # ------------------------------------------------------------------ spaces
+    def _make_observation_space(self) -> spaces.Space[Any]:
+        n_actions, top = len(self.action_names), len(self.vocab) - 1
+        if self.obs_mode == "text":
+            return spaces.Text(self.text_max_length, charset=self.text_charset)
+        if self.obs_mode == "flat":
+            high = np.array([top] * self.token_length + [1] * n_actions, dtype=np.float32)
+            return spaces.Box(np.zeros_like(high), high, dtype=np.float32)
+        return spaces.Dict(
+            {
+                "tokens": spaces.Box(0, top, (self.token_length,), dtype=np.int64),
+                "action_mask": spaces.MultiBinary(n_actions),
+            }
+        )
+
+    # ------------------------------------------------------- difficulty & tasks
+    @property
+    def difficulty(self) -> float:
+        """Difficulty used from the next reset on (a pinned task's difficulty if one is set)."""
+        return self._pinned_task.difficulty if self._pinned_task else self._difficulty
+
+    @property
+    def task(self) -> Task | None:
+        """The task of the running episode (``None`` before the first reset)."""
+        return self._task
+
+    def set_difficulty(self, difficulty: float) -> None:
+        """Sample tasks at ``difficulty`` from the next reset on; unpins any pinned task."""
+        self._difficulty = check_difficulty(difficulty)
+        self._pinned_task = None
+
+    def set_task(self, task: Task | None) -> None:
+        """Run ``task`` at every reset from the next one on; ``None`` unpins it."""
+        if task is not None:
+            if not isinstance(task, Task):
+                raise TypeError(f"task must be an rla_gym.Task or None, got {task!r}")
+            if task.env_id != self.env_id:
+                raise ValueError(f"task is for {task.env_id!r}, not {self.env_id!r}: {task!r}")
+            self._difficulty = task.difficulty
+        self._pinned_task = task
+
+    def make_task(self, difficulty: float, seed: int) -> Task:
+        """The task of this environment at ``difficulty`` with task seed ``seed``."""
+        return Task(self.env_id, difficulty, seed)
+
+    # -------------------------------------------------------------- gym API
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Start an episode on the pinned task or on a fresh task at the current difficulty.
+
+        ``options`` may hold ``difficulty`` (as :meth:`set_difficulty`) or ``task``
+        (as :meth:`set_task`); both persist for later resets.
+        """
+        super().reset(seed=seed)
+        if options:
+            unknown = set(options) - {"difficulty", "task"}
+            if unknown:
+                raise ValueError(f"unknown reset options {sorted(unknown)}; use 'difficulty' or 'task'")
+            if "task" in options:
+                self.set_task(options["task"])
+            if "difficulty" in options:
+                self.set_difficulty(options["difficulty"])
+        task = self._pinned_task
+        if task is None:
+            seed_ = int(self.np_random.integers(TASK_SEED_LIMIT))
+            task = Task(self.env_id, self._difficulty, seed_)
+        self._task = task
+        self._generate(task)
+        self._steps = 0
+        self._done = False
+        self._optimal_len = self._last_distance = self._distance()
+        self._budget = self._step_budget(self._optimal_len)
+        self._mask = self._action_mask()
+        info = self._info(invalid=False, progress=0)
+        info["optimal_len"] = self._optimal_len
+        info["step_budget"] = self._budget
+        return self._observation(), info
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """Apply one command; a masked (inadmissible) command is a no-op flagged in info."""
+        if self._done:
+            raise RuntimeError("step() called on a finished or unstarted episode; call reset() first")
+        a = self._check_action(action)
+        invalid = not self._mask[a]
+        if not invalid:
+            self._apply(a)
+        self._steps += 1
+        success = self._success()
+        distance = 0 if success else self._distance()
+        delta = self._last_distance - distance
+        progress = (delta > 0) - (delta < 0)
+        self._last_distance = distance
+        truncated = not success and self._steps >= self._budget
+        self._mask = self._action_mask()
+        info = self._info(invalid, progress)
+        if success or truncated:
+            self._done = True
+            info["is_success"] = success
+            info["outcome"] = 1 if success else -1
+        return self._observation(), 1.0 if success else 0.0, success, truncated, info
+
+    def action_masks(self) -> np.ndarray:
+        """Boolean mask of admissible commands (read by sb3-contrib's MaskablePPO)."""
+        return self._mask.astype(bool)
+
+    def render(self) -> str | None:  # type: ignore[override]
+        """``"ansi"``: return the text observation; ``"human"``: print it."""
+        if self._task is None:
+            raise RuntimeError("render() called before reset()")
+        if self.render_mode == "ansi":
+            return self._text()
+        if self.render_mode == "human":
+            print(self._text())
+        return None
+
+    def decode_tokens(self, tokens: Any) -> list[str]:
+        """Map token ids back to words, dropping padding (for debugging)."""
+        return [self.vocab[int(t)] for t in np.asarray(tokens).ravel() if int(t) != 0]
+
+    # ---------------------------------------------------------------- plumbing
+    def _check_action(self, action: Any) -> int:
+        if isinstance(action, np.ndarray) and action.shape == () or isinstance(action, np.integer):
+            action = action.item()
+        if isinstance(action, bool) or not isinstance(action, int):
+            raise TypeError(f"action must be an integer in [0, {self.action_space.n}), got {action!r}")
+        if not 0 <= action < self.action_space.n:
+            raise ValueError(f"action must be in [0, {self.action_space.n}), got {action!r}")
+        return action
+
+    def _info(self, invalid: bool, progress: int) -> dict[str, Any]:
+        assert self._task is not None
+        return {
+            "difficulty": self._task.difficulty,
+            "task_id": self._task.task_id,
+            "action_mask": self._mask.copy(),
+            "invalid_action": invalid,
+            "oracle_actions": self._oracle_actions(),
+            "progress": progress,
+        }
+
+    def _observation(self) -> Any:
+        if self.obs_mode == "dict":
+            return {"tokens": np.array(self._tokens(), dtype=np.int64), "action_mask": self._mask.copy()}
+        if self.obs_mode == "flat":
+            return np.array(self._tokens() + self._mask.tolist(), dtype=np.float32)
+        return self._text()
+
+    # ------------------------------------------------------------------- hooks
+    def _generate(self, task: Task) -> None:
+        """Build the world of ``task`` deterministically from its seed and difficulty."""
+        raise NotImplementedError
+
+    def _apply(self, action: int) -> None:
+        """Apply an admissible command to the state."""
+        raise NotImplementedError
+
+    def _action_mask(self) -> np.ndarray:
+        """A fresh int8 array, 1 where a command is admissible (never all zeros)."""
+        raise NotImplementedError
+
+    def _success(self) -> bool:
+        """Whether the goal is reached in the current state."""
+        raise NotImplementedError
+
+    def _tokens(self) -> list[int]:
+        """The token ids of the current observation, exactly ``token_length`` of them."""
+        raise NotImplementedError
+
+    def _text(self) -> str:
+        """The text observation (goal and what the agent perceives)."""
+        raise NotImplementedError
+
+    def _distance(self) -> int:
+        """Exact number of commands the oracle needs from the current state."""
+        raise NotImplementedError
+
+    def _oracle_actions(self) -> list[int]:
+        """All commands that reduce the exact optimal distance by one."""
+        raise NotImplementedError
+
+    def _step_budget(self, optimal_len: int) -> int:
+        """Steps allowed for the episode, given the optimal solution length."""
+        raise NotImplementedError

@@ -1,0 +1,18 @@
+"""Registers every rla-gym environment id with Gymnasium (runs on ``import rla_gym``)."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+
+#: Registered ids and their entry points. Difficulty and obs mode are kwargs, not ids.
+ENV_IDS: dict[str, str] = {
+    "RLA-TextNav-v0": "rla_gym.envs.textnav:TextNavEnv",
+}
+
+
+def register_envs() -> None:
+    """Register the ids in :data:`ENV_IDS` (idempotent)."""
+    for env_id, entry_point in ENV_IDS.items():
+        if env_id not in gym.registry:
+            # No max_episode_steps: each task carries its own step budget and truncates itself.
+            gym.register(id=env_id, entry_point=entry_point, disable_env_checker=False)
