@@ -20,6 +20,9 @@ from gymnasium import spaces
 ObsMode = Literal["dict", "flat", "text"]
 OBS_MODES: tuple[str, ...] = ("dict", "flat", "text")
 TASK_SEED_LIMIT = 2**31
+#: Task seeds in [HELDOUT_SEED_START, TASK_SEED_LIMIT) are never drawn by an unpinned
+#: reset: they are reserved for held-out evaluation.
+HELDOUT_SEED_START = 2**30
 
 
 def check_difficulty(value: Any, name: str = "difficulty") -> float:
@@ -183,7 +186,7 @@ class RLAEnv(gym.Env[Any, np.int64]):
                 self.set_difficulty(options["difficulty"])
         task = self._pinned_task
         if task is None:
-            seed_ = int(self.np_random.integers(TASK_SEED_LIMIT))
+            seed_ = int(self.np_random.integers(HELDOUT_SEED_START))
             task = Task(self.env_id, self._difficulty, seed_)
         self._task = task
         self._generate(task)
@@ -240,13 +243,12 @@ class RLAEnv(gym.Env[Any, np.int64]):
 
     # ---------------------------------------------------------------- plumbing
     def _check_action(self, action: Any) -> int:
-        if isinstance(action, np.ndarray) and action.shape == () or isinstance(action, np.integer):
-            action = action.item()
-        if isinstance(action, bool) or not isinstance(action, int):
+        value = action.item() if isinstance(action, (np.ndarray, np.generic)) and action.size == 1 else action
+        if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(f"action must be an integer in [0, {self.action_space.n}), got {action!r}")
-        if not 0 <= action < self.action_space.n:
+        if not 0 <= value < self.action_space.n:
             raise ValueError(f"action must be in [0, {self.action_space.n}), got {action!r}")
-        return action
+        return value
 
     def _info(self, invalid: bool, progress: int) -> dict[str, Any]:
         assert self._task is not None

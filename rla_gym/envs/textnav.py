@@ -59,7 +59,7 @@ class TextNavKnobs:
     closed_door_prob: float
     locked_door: bool
     bring_prob: float
-    hint_fraction: float
+    directions: str
     name_exits: bool
     budget_factor: float
     budget_slack: int
@@ -76,7 +76,7 @@ def textnav_knobs(difficulty: float) -> TextNavKnobs:
         closed_door_prob=0.0 if d < 0.4 else 0.15 + 0.35 * (d - 0.4) / 0.6,
         locked_door=d >= 0.7,
         bring_prob=0.0 if d < 0.2 else 0.25 + 0.35 * (d - 0.2) / 0.8,
-        hint_fraction=1.0 if d <= 0.25 else 0.5 if d <= 0.5 else 0.0,
+        directions="live" if d < 0.2 else "route" if d < 0.35 else "half route" if d < 0.5 else "none",
         name_exits=d < 0.5,
         budget_factor=4.0 - 2.5 * d,
         budget_slack=round(8 * (1 - d)),
@@ -106,7 +106,7 @@ class TextNavEnv(RLAEnv):
     | closed-door probability per door | 0 below 0.4, then 0.15 + 0.35 (d-0.4)/0.6 | 0 | 0 | .21 | .33 | .5 |
     | locked door on the route (key to fetch) | d >= 0.7 | no | no | no | yes | yes |
     | share of "bring" tasks | 0 below 0.2, then 0.25 + 0.35 (d-0.2)/0.8 | 0 | .27 | .38 | .49 | .6 |
-    | goal detail: route given as directions | all if d <= .25, half if d <= .5, none | all | all | half | none | none |
+    | goal detail (directions) | live below .2, route below .35, half route below .5, none | live | route | none | none | none |
     | exit descriptions name the destination | d < 0.5 | yes | yes | no | no | no |
     | step budget | ceil(optimal_len * (4 - 2.5d)) + round(8 (1-d)) | 4x+8 | 3.4x+6 | 2.8x+4 | 2.1x+2 | 1.5x |
 
@@ -169,6 +169,7 @@ class TextNavEnv(RLAEnv):
         self._memo: dict[tuple[int, ...], int] = {}
         self._describe: dict[int, list[int]] = {}
         self._goal_tokens = self._make_goal_tokens()
+        self._live_hints: dict[int, tuple[list[tuple[int, int]], list[int]]] = {}
 
     def _build_rooms(self, cells: list[tuple[int, int]], rand: Any) -> None:
         n = len(cells)
@@ -243,15 +244,29 @@ class TextNavEnv(RLAEnv):
             goal = [_TOK["bring"], *self._items[self._goal_item], _TOK[adj], _TOK[noun]]
         else:
             goal = [_TOK["go"], NONE, NONE, _TOK[adj], _TOK[noun]]
-        hint: list[int] = []
-        self._hint = self._hint_steps()
-        for room, direction in self._hint:
-            a, b = self._names[room]
-            hint += [_TOK[a], _TOK[b], _TOK[DIRECTIONS[direction]]]
-        return goal + hint + [NONE] * (3 * HINT_STEPS - len(hint))
+        fraction = {"route": 1.0, "half route": 0.5}.get(self._knobs.directions, 0.0)
+        self._static_hint = self._hint_steps(fraction)
+        return goal + self._hint_tokens(self._static_hint)
 
-    def _hint_steps(self) -> list[tuple[int, int]]:
-        """(room, direction) of the first moves of an optimal plan, per the hint knob."""
+    def _hint_tokens(self, steps: list[tuple[int, int]]) -> list[int]:
+        tokens: list[int] = []
+        for room, direction in steps:
+            a, b = self._names[room]
+            tokens += [_TOK[a], _TOK[b], _TOK[DIRECTIONS[direction]]]
+        return tokens + [NONE] * (3 * HINT_STEPS - len(tokens))
+
+    def _hint(self) -> tuple[list[tuple[int, int]], list[int]]:
+        """Direction steps and their tokens: live ones follow the agent, the others are fixed."""
+        if self._knobs.directions != "live":
+            return self._static_hint, self._goal_tokens[5:]
+        hint = self._live_hints.get(self._room)
+        if hint is None:  # live directions are only used where the state is the room alone
+            steps = self._hint_steps(1.0)
+            hint = self._live_hints[self._room] = (steps, self._hint_tokens(steps))
+        return hint
+
+    def _hint_steps(self, fraction: float) -> list[tuple[int, int]]:
+        """(room, direction) of the first moves of an optimal plan from the current state."""
         _, waypoints = self._plan(*self._state())
         moves: list[tuple[int, int]] = []
         here = self._room
@@ -259,7 +274,7 @@ class TextNavEnv(RLAEnv):
             for nxt in self._path(here, target)[1:]:
                 moves.append((here, self._neighbors[here].index(nxt)))
                 here = nxt
-        keep = math.ceil(self._knobs.hint_fraction * len(moves))
+        keep = math.ceil(fraction * len(moves))
         return moves[: min(keep, HINT_STEPS)]
 
     def _path(self, a: int, b: int) -> list[int]:
@@ -424,7 +439,7 @@ class TextNavEnv(RLAEnv):
         if describe is None:
             describe = self._describe[room] = self._room_tokens(room)
         items = self._items
-        tokens = self._goal_tokens + describe
+        tokens = self._goal_tokens[:5] + self._hint()[1] + describe
         for i in self._room_items[room]:
             tokens += items[i]
         tokens += [NONE] * (2 * (ROOM_SLOTS - len(self._room_items[room])))
@@ -463,7 +478,7 @@ class TextNavEnv(RLAEnv):
             lines = [f"Goal: bring the {VOCAB[color]} {VOCAB[noun]} to {goal_room}."]
         else:
             lines = [f"Goal: go to {goal_room}."]
-        hint = [f"in {self._room_name(r)} go {DIRECTIONS[d]}" for r, d in self._hint]
+        hint = [f"in {self._room_name(r)} go {DIRECTIONS[d]}" for r, d in self._hint()[0]]
         if hint:
             lines.append("Directions: " + "; ".join(hint) + ".")
         exits = []

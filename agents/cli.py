@@ -1,0 +1,138 @@
+"""The ``rla`` command line; each subcommand's options come from a settings dataclass."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import types
+import typing
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+
+
+@dataclasses.dataclass
+class DemoSettings:
+    """Run the exact oracle and a random agent on held-out tasks at several difficulties."""
+
+    env: str = dataclasses.field(default="RLA-TextNav-v0", metadata={"help": "registered env id"})
+    difficulties: tuple[float, ...] = dataclasses.field(
+        default=(0.0, 0.25, 0.5, 0.75, 1.0), metadata={"help": "difficulty levels in [0, 1]"}
+    )
+    episodes: int = dataclasses.field(default=200, metadata={"help": "held-out tasks per level"})
+    seed: int = dataclasses.field(default=0, metadata={"help": "seed of the agents' randomness"})
+
+
+@dataclasses.dataclass
+class PlaySettings:
+    """Play one episode by hand in the terminal."""
+
+    env: str = dataclasses.field(default="RLA-TextNav-v0", metadata={"help": "registered env id"})
+    difficulty: float = dataclasses.field(default=0.3, metadata={"help": "difficulty in [0, 1]"})
+    seed: int | None = dataclasses.field(default=None, metadata={"help": "reset seed"})
+
+
+def demo(settings: DemoSettings) -> list[dict[str, Any]]:
+    """Print and return one row per difficulty: optimal length, oracle and random success, speed."""
+    from rla_gym.evaluation import evaluate, heldout_seeds, oracle_agent, random_agent
+
+    env = gym.make(settings.env)
+    seeds = heldout_seeds(settings.episodes)
+    rows = []
+    header = f"{'difficulty':>10} {'optimal len':>11} {'oracle success':>14} {'random success':>14} {'steps/s':>9}"
+    print(f"{settings.env}: {settings.episodes} held-out tasks per level (random = random admissible command)")
+    print(header)
+    for difficulty in settings.difficulties:
+        oracle = evaluate(env, oracle_agent, difficulty, seeds, seed=settings.seed)
+        rand = evaluate(env, random_agent, difficulty, seeds, seed=settings.seed)
+        row = {
+            "difficulty": difficulty,
+            "optimal_len": oracle.mean_optimal_len,
+            "oracle_success": oracle.success_rate,
+            "random_success": rand.success_rate,
+            "steps_per_second": rand.steps_per_second,
+        }
+        rows.append(row)
+        print(
+            f"{difficulty:>10.2f} {row['optimal_len']:>11.1f} {row['oracle_success']:>14.2f}"
+            f" {row['random_success']:>14.2f} {row['steps_per_second']:>9,.0f}"
+        )
+    env.close()
+    return rows
+
+
+def play(settings: PlaySettings, read: Callable[[str], str] = input) -> bool:
+    """Play an episode: type a command's number or name; 'q' quits. Returns success."""
+    env = gym.make(settings.env, difficulty=settings.difficulty, obs_mode="text")
+    names = env.unwrapped.action_names  # type: ignore[attr-defined]
+    obs, info = env.reset(seed=settings.seed)
+    print(f"Optimal solution: {info['optimal_len']} commands; budget {info['step_budget']}.")
+    while True:
+        print("\n" + obs)
+        admissible = [a for a, ok in enumerate(info["action_mask"]) if ok]
+        print("Commands: " + ", ".join(f"[{a}] {names[a]}" for a in admissible))
+        answer = read("> ").strip()
+        if answer in {"q", "quit"}:
+            return False
+        action = int(answer) if answer.isdigit() else names.index(answer) if answer in names else -1
+        if action not in admissible:
+            print(f"Not an admissible command: {answer!r}")
+            continue
+        obs, _, terminated, truncated, info = env.step(action)
+        if terminated or truncated:
+            print("\n" + obs + ("\nSuccess!" if info["is_success"] else "\nOut of steps."))
+            return bool(info["is_success"])
+
+
+COMMANDS: dict[str, tuple[type, Callable[[Any], Any]]] = {
+    "demo": (DemoSettings, demo),
+    "play": (PlaySettings, play),
+}
+
+
+def _add_settings(parser: argparse.ArgumentParser, settings: type) -> None:
+    hints = typing.get_type_hints(settings)
+    for f in dataclasses.fields(settings):
+        kind, flag = hints[f.name], "--" + f.name.replace("_", "-")
+        options: dict[str, Any] = {"default": f.default, "help": f"{f.metadata.get('help', '')} (default: %(default)s)"}
+        args = typing.get_args(kind)
+        if kind is bool:
+            options["action"] = argparse.BooleanOptionalAction
+        elif typing.get_origin(kind) is tuple:
+            options.update(nargs="+", type=args[0])
+        elif typing.get_origin(kind) in (typing.Union, types.UnionType):
+            options["type"] = next(a for a in args if a is not type(None))
+        else:
+            options["type"] = kind
+        parser.add_argument(flag, **options)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``rla`` parser, one subcommand per entry of :data:`COMMANDS`."""
+    parser = argparse.ArgumentParser(prog="rla", description="rla-gym: adaptive-difficulty environments")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (settings, _) in COMMANDS.items():
+        _add_settings(sub.add_parser(name, help=settings.__doc__, description=settings.__doc__), settings)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``rla`` console script."""
+    import rla_gym  # noqa: F401  (registers the env ids)
+
+    args = vars(build_parser().parse_args(argv))
+    settings_cls, run = COMMANDS[args.pop("command")]
+    fields = {f.name for f in dataclasses.fields(settings_cls)}
+    kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in args.items() if k in fields}
+    try:
+        run(settings_cls(**kwargs))
+    except (ValueError, TypeError) as error:
+        print(f"rla: error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""Reference agents (exact oracle, random admissible commands) and an episode runner.
+
+These need no learning framework: they read only ``info["action_mask"]`` and
+``info["oracle_actions"]`` from the RLAEnv info contract.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from rla_gym.core import HELDOUT_SEED_START
+
+#: Chooses a command from (observation, info, rng).
+Agent = Callable[[Any, dict[str, Any], np.random.Generator], int]
+
+
+def random_agent(obs: Any, info: dict[str, Any], rng: np.random.Generator) -> int:
+    """A uniformly random admissible command."""
+    admissible = np.flatnonzero(info["action_mask"])
+    return int(admissible[rng.integers(len(admissible))])
+
+
+def oracle_agent(obs: Any, info: dict[str, Any], rng: np.random.Generator) -> int:
+    """A uniformly random optimal command (exact, from ``info["oracle_actions"]``)."""
+    best = info["oracle_actions"]
+    return int(best[rng.integers(len(best))])
+
+
+@dataclass(frozen=True)
+class EvaluationResult:
+    """Aggregate of one agent over a set of held-out tasks."""
+
+    episodes: int
+    success_rate: float
+    mean_length: float
+    mean_optimal_len: float
+    steps_per_second: float
+
+
+def heldout_seeds(count: int, offset: int = 0) -> list[int]:
+    """Task seeds reserved for evaluation: never drawn by an unpinned reset."""
+    return list(range(HELDOUT_SEED_START + offset, HELDOUT_SEED_START + offset + count))
+
+
+def evaluate(
+    env: gym.Env[Any, Any], agent: Agent, difficulty: float, task_seeds: Sequence[int], seed: int = 0
+) -> EvaluationResult:
+    """Run ``agent`` once on each task (difficulty, task seed) of ``env``; time includes resets."""
+    base = env.unwrapped
+    rng = np.random.default_rng(seed)
+    successes, lengths, optimal = 0, 0, 0
+    start = time.perf_counter()
+    for task_seed in task_seeds:
+        obs, info = env.reset(options={"task": base.make_task(difficulty, task_seed)})  # type: ignore[attr-defined]
+        optimal += info["optimal_len"]
+        done = False
+        while not done:
+            obs, _, terminated, truncated, info = env.step(agent(obs, info, rng))
+            lengths += 1
+            done = terminated or truncated
+        successes += bool(info["is_success"])
+    elapsed = time.perf_counter() - start
+    n = max(len(task_seeds), 1)
+    return EvaluationResult(len(task_seeds), successes / n, lengths / n, optimal / n, lengths / elapsed)

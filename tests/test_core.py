@@ -1,0 +1,156 @@
+"""RLAEnv plumbing: tasks, difficulty validation, options, bad inputs."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from rla_gym import Task, check_difficulty
+from rla_gym.core import HELDOUT_SEED_START
+
+BAD_DIFFICULTIES = [
+    (float("nan"), ValueError),
+    (-0.1, ValueError),
+    (1.5, ValueError),
+    (math.inf, ValueError),
+    (None, TypeError),
+    ("0.5", TypeError),
+    (True, TypeError),
+    ([0.5], TypeError),
+]
+
+
+@pytest.mark.parametrize(("value", "error"), BAD_DIFFICULTIES)
+def test_bad_difficulty_is_rejected_everywhere_naming_the_value(env_id: str, value, error) -> None:
+    pattern = "difficulty.*" + (repr(value).replace("[", r"\[").replace("]", r"\]"))
+    with pytest.raises(error, match=pattern):
+        gym.make(env_id, difficulty=value)
+    env = gym.make(env_id, difficulty=0.2)
+    with pytest.raises(error, match=pattern):
+        env.unwrapped.set_difficulty(value)
+    with pytest.raises(error, match=pattern):
+        env.reset(options={"difficulty": value})
+    with pytest.raises(error, match=pattern):
+        Task(env_id, value, 0)
+    assert env.unwrapped.difficulty == 0.2  # nothing half-applied
+
+
+def test_check_difficulty_accepts_numpy_and_ints() -> None:
+    assert check_difficulty(np.float32(0.5)) == 0.5
+    assert check_difficulty(1) == 1.0 and isinstance(check_difficulty(1), float)
+
+
+@pytest.mark.parametrize("action", [-1, 24, 10**9, np.int64(-3)])
+def test_action_outside_the_space_raises_value_error(action) -> None:
+    env = gym.make("RLA-TextNav-v0")
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=re.escape(f"got {action!r}")):
+        env.step(action)
+
+
+@pytest.mark.parametrize("action", [1.0, "go north", None, True, np.array([1, 2])])
+def test_action_of_wrong_type_raises_type_error(action) -> None:
+    env = gym.make("RLA-TextNav-v0")
+    env.reset(seed=0)
+    with pytest.raises(TypeError, match="action must be an integer"):
+        env.step(action)
+
+
+def test_numpy_actions_are_accepted() -> None:
+    env = gym.make("RLA-TextNav-v0")
+    env.reset(seed=0)
+    env.step(np.int64(23))
+    env.step(np.array(23))
+
+
+def test_masked_action_is_a_flagged_no_op() -> None:
+    env = gym.make("RLA-TextNav-v0", difficulty=0.0)
+    obs, info = env.reset(seed=0)
+    bad = int(np.flatnonzero(info["action_mask"] == 0)[0])
+    obs2, reward, terminated, truncated, info2 = env.step(bad)
+    assert info2["invalid_action"] and info2["progress"] == 0 and reward == 0.0
+    assert np.array_equal(obs["tokens"], obs2["tokens"])
+
+
+def test_step_before_reset_and_after_the_end_raise() -> None:
+    env = gym.make("RLA-TextNav-v0").unwrapped
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step(0)
+    obs, info = env.reset(seed=0)
+    done = False
+    while not done:
+        obs, _, terminated, truncated, info = env.step(23)  # "look" until the budget runs out
+        done = terminated or truncated
+    assert truncated and info["outcome"] == -1
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step(23)
+
+
+def test_bad_constructor_arguments() -> None:
+    with pytest.raises(ValueError, match="obs_mode.*'pixels'"):
+        gym.make("RLA-TextNav-v0", obs_mode="pixels")
+    with pytest.raises(ValueError, match="render_mode.*'video'"):
+        gym.make("RLA-TextNav-v0", render_mode="video").unwrapped
+
+
+def test_bad_tasks_and_options() -> None:
+    env = gym.make("RLA-TextNav-v0")
+    with pytest.raises(ValueError, match="not 'RLA-TextNav-v0'"):
+        env.unwrapped.set_task(Task("RLA-Other-v0", 0.5, 1))
+    with pytest.raises(TypeError, match="rla_gym.Task"):
+        env.reset(options={"task": {"difficulty": 0.5, "seed": 1}})
+    with pytest.raises(ValueError, match="unknown reset options.*'level'"):
+        env.reset(options={"level": 3})
+    for seed, error in [(-1, ValueError), (2**31, ValueError), (1.5, TypeError), ("7", TypeError)]:
+        with pytest.raises(error, match="task seed"):
+            Task("RLA-TextNav-v0", 0.5, seed)
+
+
+def test_task_identity_is_stable_and_reproducible() -> None:
+    a, b = Task("RLA-TextNav-v0", 0.5, 7), Task("RLA-TextNav-v0", np.float64(0.5), np.int64(7))
+    assert a == b and a.task_id == b.task_id == "a28add869758e71c"
+    assert len({Task("RLA-TextNav-v0", d, s).task_id for d in (0.1, 0.2) for s in range(50)}) == 100
+    env = gym.make("RLA-TextNav-v0", obs_mode="text")
+    first, info1 = env.reset(seed=1, options={"task": a})
+    env.reset(seed=99)  # the pinned task persists across resets
+    again, info2 = env.reset(seed=5)
+    assert first == again and info1["task_id"] == info2["task_id"] == a.task_id
+
+
+def test_difficulty_and_task_options_persist_and_unpin() -> None:
+    env = gym.make("RLA-TextNav-v0", difficulty=0.1)
+    _, info = env.reset(seed=0, options={"difficulty": 0.6})
+    assert info["difficulty"] == 0.6 and env.unwrapped.difficulty == 0.6
+    _, info = env.reset()
+    assert info["difficulty"] == 0.6
+    task = env.unwrapped.make_task(0.3, 11)
+    env.unwrapped.set_task(task)
+    assert env.unwrapped.difficulty == 0.3
+    assert env.reset()[1]["task_id"] == task.task_id
+    env.unwrapped.set_difficulty(0.4)  # unpins
+    ids = {env.reset()[1]["task_id"] for _ in range(5)}
+    assert task.task_id not in ids and len(ids) == 5
+
+
+def test_unpinned_resets_never_draw_heldout_seeds() -> None:
+    env = gym.make("RLA-TextNav-v0")
+    env.reset(seed=0)
+    assert all(env.reset()[0] is not None and env.unwrapped.task.seed < HELDOUT_SEED_START for _ in range(200))
+
+
+def test_registration_records_kwargs_and_module_prefix_works() -> None:
+    env = gym.make("RLA-TextNav-v0", difficulty=0.8, obs_mode="flat")
+    assert env.spec.kwargs == {"difficulty": 0.8, "obs_mode": "flat"}
+    assert env.unwrapped.difficulty == 0.8 and env.observation_space.shape == (69 + 24,)
+    assert gym.make("rla_gym:RLA-TextNav-v0").unwrapped.env_id == "RLA-TextNav-v0"
+
+
+def test_wrapped_env_does_not_forward_attributes() -> None:
+    env = gym.make("RLA-TextNav-v0")
+    with pytest.raises(AttributeError):
+        _ = env.difficulty  # reach the base through env.unwrapped or get_wrapper_attr
+    assert env.get_wrapper_attr("difficulty") == 0.5

@@ -1,0 +1,167 @@
+"""The environment contract (DESIGN §3), run on every registered rla-gym id."""
+
+from __future__ import annotations
+
+import pickle
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env as gym_check_env
+from stable_baselines3.common.env_checker import check_env as sb3_check_env
+from stable_baselines3.common.env_util import make_vec_env
+
+from conftest import LEVELS, RLA_ENV_IDS
+from rla_gym.evaluation import heldout_seeds, oracle_agent, random_agent
+
+CONTRACT_KEYS = {"difficulty", "task_id", "action_mask", "invalid_action", "oracle_actions", "progress"}
+
+
+@pytest.mark.parametrize("obs_mode", ["dict", "flat", "text"])
+@pytest.mark.parametrize("difficulty", LEVELS)
+def test_gymnasium_check_env(env_id: str, obs_mode: str, difficulty: float) -> None:
+    env = gym.make(env_id, difficulty=difficulty, obs_mode=obs_mode)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        gym_check_env(env.unwrapped, skip_render_check=False)
+
+
+@pytest.mark.parametrize("obs_mode", ["dict", "flat"])
+@pytest.mark.parametrize("difficulty", LEVELS)
+def test_sb3_check_env(env_id: str, obs_mode: str, difficulty: float) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sb3_check_env(gym.make(env_id, difficulty=difficulty, obs_mode=obs_mode).unwrapped, warn=True)
+
+
+def _rollout(env: gym.Env, seed: int, steps: int) -> list:
+    rng = np.random.default_rng(seed)
+    obs, info = env.reset(seed=seed)
+    trace = [(obs, info)]
+    for _ in range(steps):
+        obs, reward, terminated, truncated, info = env.step(random_agent(obs, info, rng))
+        trace.append((obs, reward, terminated, truncated, info))
+        if terminated or truncated:
+            obs, info = env.reset()
+            trace.append((obs, info))
+    return trace
+
+
+@pytest.mark.parametrize("obs_mode", ["dict", "text"])
+def test_two_copies_with_one_seed_agree(env_id: str, obs_mode: str) -> None:
+    a = _rollout(gym.make(env_id, difficulty=0.6, obs_mode=obs_mode), seed=3, steps=300)
+    b = _rollout(gym.make(env_id, difficulty=0.6, obs_mode=obs_mode), seed=3, steps=300)
+    c = _rollout(gym.make(env_id, difficulty=0.6, obs_mode=obs_mode), seed=4, steps=300)
+    assert gym.utils.env_checker.data_equivalence(a, b, exact=True)
+    assert not gym.utils.env_checker.data_equivalence(a, c)
+
+
+def test_pickled_env_continues_identically(env_id: str) -> None:
+    env = gym.make(env_id, difficulty=0.8)
+    _rollout(env, seed=1, steps=7)
+    clone = pickle.loads(pickle.dumps(env))
+    assert gym.utils.env_checker.data_equivalence(_rollout(env, 9, 100), _rollout(clone, 9, 100), exact=True)
+
+
+def test_info_contract(env_id: str) -> None:
+    env = gym.make(env_id, difficulty=0.5)
+    obs, info = env.reset(seed=0)
+    assert CONTRACT_KEYS | {"optimal_len"} <= set(info)
+    assert info["action_mask"].dtype == np.int8 and info["action_mask"].any()
+    assert np.array_equal(info["action_mask"], obs["action_mask"])
+    assert np.array_equal(env.unwrapped.action_masks(), info["action_mask"].astype(bool))
+    rng = np.random.default_rng(0)
+    for _ in range(2000):
+        obs, reward, terminated, truncated, info = env.step(random_agent(obs, info, rng))
+        assert CONTRACT_KEYS <= set(info)
+        assert info["difficulty"] == 0.5
+        assert type(terminated) is bool and type(truncated) is bool
+        if terminated or truncated:
+            assert info["outcome"] == (1 if info["is_success"] else -1)
+            assert reward == (1.0 if info["is_success"] else 0.0)
+            obs, info = env.reset()
+        else:
+            assert "is_success" not in info and "outcome" not in info and reward == 0.0
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_make_vec_runs_1000_steps(env_id: str, mode: str) -> None:
+    envs = gym.make_vec(env_id, num_envs=4, vectorization_mode=mode, difficulty=0.3)
+    try:
+        envs.reset(seed=0)
+        envs.action_space.seed(0)
+        finished = 0
+        for _ in range(1000):
+            _, _, terminated, truncated, info = envs.step(envs.action_space.sample())
+            finished += int(np.sum(terminated | truncated))
+            assert np.all(info["difficulty"] == 0.3)
+        assert finished > 0
+    finally:
+        envs.close()
+
+
+def test_set_difficulty_through_vector_call_applies_at_next_reset(env_id: str) -> None:
+    envs = gym.make_vec(env_id, num_envs=2, vectorization_mode="sync", difficulty=0.1)
+    _, info = envs.reset(seed=0)
+    envs.call("set_difficulty", 0.9)
+    assert envs.get_attr("difficulty") == (0.9, 0.9)
+    # the running episodes keep their difficulty until they end...
+    _, _, terminated, truncated, info = envs.step(np.zeros(2, dtype=np.int64))
+    assert np.all(info["difficulty"][~(terminated | truncated)] == 0.1)
+    # ...and the next reset, explicit or automatic, uses the new one
+    _, info = envs.reset()
+    assert np.all(info["difficulty"] == 0.9)
+    envs.close()
+
+
+def test_set_difficulty_through_sb3_env_method(env_id: str) -> None:
+    venv = make_vec_env(env_id, n_envs=2, seed=0, env_kwargs={"difficulty": 0.1})
+    venv.reset()
+    venv.env_method("set_difficulty", 0.7, indices=[1])
+    assert venv.get_attr("difficulty") == [0.1, 0.7]
+    seen = {0: set(), 1: set()}
+    for _ in range(400):  # episodes end and SB3 autoresets them without options
+        _, _, _, infos = venv.step(np.array([venv.action_space.sample() for _ in range(2)]))
+        for i, info in enumerate(infos):
+            seen[i].add(info["difficulty"])
+    assert seen[0] == {0.1} and seen[1] == {0.1, 0.7}
+
+
+@pytest.mark.parametrize("difficulty", LEVELS)
+def test_following_the_oracle_succeeds_in_optimal_len_steps(env_id: str, difficulty: float) -> None:
+    env = gym.make(env_id)
+    rng = np.random.default_rng(0)
+    for task_seed in heldout_seeds(200):
+        obs, info = env.reset(options={"task": env.unwrapped.make_task(difficulty, task_seed)})
+        optimal, steps, done = info["optimal_len"], 0, False
+        while not done:
+            obs, _, terminated, truncated, info = env.step(oracle_agent(obs, info, rng))
+            assert info["progress"] == 1
+            steps += 1
+            done = terminated or truncated
+        assert info["is_success"] and steps == optimal, (task_seed, steps, optimal)
+
+
+def test_harder_means_longer_solutions_and_lower_random_success(env_id: str) -> None:
+    env = gym.make(env_id)
+    rng = np.random.default_rng(0)
+    optimal, success = [], []
+    for difficulty in LEVELS:
+        lengths, wins = [], 0
+        for task_seed in heldout_seeds(200):
+            obs, info = env.reset(options={"task": env.unwrapped.make_task(difficulty, task_seed)})
+            lengths.append(info["optimal_len"])
+            done = False
+            while not done:
+                obs, _, terminated, truncated, info = env.step(random_agent(obs, info, rng))
+                done = terminated or truncated
+            wins += info["is_success"]
+        optimal.append(np.mean(lengths))
+        success.append(wins / 200)
+    assert all(a < b for a, b in zip(optimal, optimal[1:])), optimal
+    assert all(a >= b for a, b in zip(success, success[1:])) and success[0] > success[-1] + 0.3, success
+
+
+def test_registry_holds_only_rla_ids_with_no_duplicates() -> None:
+    assert RLA_ENV_IDS and len(RLA_ENV_IDS) == len(set(RLA_ENV_IDS))

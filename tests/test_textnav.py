@@ -1,0 +1,141 @@
+"""TextNav specifics: the oracle is exact, knobs are monotone, text and tokens agree."""
+
+from __future__ import annotations
+
+import copy
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bfs_reference import bfs_distance
+from rla_gym.envs.textnav import ACTION_NAMES, TextNavEnv, textnav_knobs
+from rla_gym.evaluation import random_agent
+
+
+@pytest.mark.parametrize("difficulty", [0.0, 0.3, 0.5, 0.7, 0.85])
+def test_oracle_distance_and_actions_match_brute_force_search(difficulty: float) -> None:
+    rng = np.random.default_rng(int(difficulty * 100))
+    checked = 0
+    for seed in range(20):
+        env = TextNavEnv(difficulty=difficulty)
+        obs, info = env.reset(seed=seed)
+        for _ in range(40):
+            distance = env._distance()
+            if distance > (12 if difficulty < 0.6 else 8):  # brute force is exponential: walk closer first
+                obs, _, terminated, truncated, info = env.step(info["oracle_actions"][0])
+                if terminated or truncated:
+                    break
+                continue
+            assert bfs_distance(env, distance + 1) == distance
+            for action in np.flatnonzero(info["action_mask"]):
+                child = copy.deepcopy(env)
+                child.step(int(action))
+                after = 0 if child._success() else bfs_distance(child, distance)
+                assert (after == distance - 1) == (action in info["oracle_actions"]), (seed, action)
+            checked += 1
+            pick_oracle = info["oracle_actions"] and rng.random() < 0.4
+            action = info["oracle_actions"][0] if pick_oracle else random_agent(obs, info, rng)
+            obs, _, terminated, truncated, info = env.step(action)
+            if terminated or truncated:
+                break
+    assert checked >= 25
+
+
+def test_knobs_are_monotone_in_difficulty() -> None:
+    grid = [textnav_knobs(d) for d in np.linspace(0, 1, 101)]
+    levels = {"live": 0, "route": 1, "half route": 2, "none": 3}
+    for a, b in zip(grid, grid[1:]):
+        assert a.rooms <= b.rooms and a.route_min <= b.route_min and a.route_max <= b.route_max
+        assert a.distractors <= b.distractors and a.closed_door_prob <= b.closed_door_prob
+        assert a.locked_door <= b.locked_door and a.bring_prob <= b.bring_prob
+        assert levels[a.directions] <= levels[b.directions] and a.name_exits >= b.name_exits
+        assert a.budget_factor >= b.budget_factor and a.budget_slack >= b.budget_slack
+    assert (grid[0].rooms, grid[-1].rooms) == (4, 64)
+
+
+@pytest.mark.parametrize("difficulty", [0.0, 0.3, 0.6, 0.8, 1.0])
+def test_generated_worlds_follow_the_knobs(difficulty: float) -> None:
+    knobs = textnav_knobs(difficulty)
+    env = TextNavEnv(difficulty=difficulty)
+    for seed in range(30):
+        env.reset(seed=seed)
+        assert len(env._cells) == knobs.rooms == len(set(env._cells))
+        assert knobs.route_min <= env._up[env._goal_room].bit_count() <= knobs.route_max
+        assert (env._locked != 0) == knobs.locked_door
+        assert len(env._items) == knobs.distractors + (env._goal_item >= 0) + (env._key >= 0)
+        for room, exits in enumerate(env._neighbors):  # exits are symmetric and follow the grid
+            for direction, other in enumerate(exits):
+                if other >= 0:
+                    assert env._neighbors[other][(direction + 2) % 4] == room
+
+
+def test_text_and_tokens_describe_the_same_state() -> None:
+    env = gym.make("RLA-TextNav-v0", difficulty=0.3, obs_mode="text")
+    text, _ = env.reset(seed=2)
+    words = env.unwrapped.decode_tokens(env.unwrapped._tokens())
+    for word in set(words) - {"<none>", "<unknown>", "go", "bring", "wall", "open"}:
+        assert word in text, word
+
+
+def test_transcript_example_at_low_difficulty() -> None:
+    env = gym.make("RLA-TextNav-v0", difficulty=0.0, obs_mode="text")
+    text, info = env.reset(seed=0)
+    assert text.startswith("Goal: go to the ") and "Directions: in the " in text and "Exits: " in text
+    for _ in range(info["optimal_len"]):
+        text, reward, terminated, _, info = env.step(info["oracle_actions"][0])
+    assert terminated and reward > 0 and info["is_success"]
+
+
+def test_locked_door_opens_only_with_its_key() -> None:
+    env = TextNavEnv(difficulty=1.0)
+    rng = np.random.default_rng(0)
+    unlocked = 0
+    for seed in range(30):
+        obs, info = env.reset(seed=seed)
+        assert env._locked
+        done = False
+        while not done:
+            unlock_ok = info["action_mask"][8:12].any()
+            assert not unlock_ok or env._key_loc == -1  # unlock is admissible only holding the key
+            action = info["oracle_actions"][0] if rng.random() < 0.8 else random_agent(obs, info, rng)
+            unlocked += 8 <= action < 12
+            obs, _, terminated, truncated, info = env.step(action)
+            done = terminated or truncated
+        assert not info["is_success"] or env._locked == 0  # the lock is on the route
+    assert unlocked >= 20
+
+
+def test_rgb_array_render_is_a_map() -> None:
+    env = gym.make("RLA-TextNav-v0", difficulty=0.5, render_mode="rgb_array")
+    env.reset(seed=0)
+    frame = env.render()
+    assert frame.dtype == np.uint8 and frame.ndim == 3 and frame.shape[2] == 3
+    assert (frame == (60, 90, 230)).all(axis=2).any()  # the agent's room is drawn
+    assert gym.make("RLA-TextNav-v0", render_mode="ansi").unwrapped is not None
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    difficulty=st.floats(0.0, 1.0),
+    obs_mode=st.sampled_from(["dict", "flat", "text"]),
+    actions=st.lists(st.integers(0, len(ACTION_NAMES) - 1), min_size=1, max_size=120),
+)
+def test_any_action_sequence_keeps_the_contract(seed, difficulty, obs_mode, actions) -> None:
+    env = TextNavEnv(difficulty=difficulty, obs_mode=obs_mode)
+    obs, info = env.reset(seed=seed)
+    assert obs in env.observation_space
+    for action in actions:
+        oracle = info["oracle_actions"]
+        obs, reward, terminated, truncated, info = env.step(action)
+        assert obs in env.observation_space
+        # progress is +1 exactly for the oracle's actions, and 0 for no-ops
+        assert (info["progress"] == 1) == (action in oracle) or terminated
+        if info["invalid_action"] or action == 23:
+            assert info["progress"] == 0
+        if terminated or truncated:
+            assert info["outcome"] == (1 if terminated else -1)
+            obs, info = env.reset()
