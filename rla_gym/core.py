@@ -112,6 +112,7 @@ class RLAEnv(gym.Env[Any, np.int64]):
         self._difficulty = check_difficulty(difficulty)
         self._pinned_task: Task | None = None
         self._task: Task | None = None
+        self._mask_list: list[int] = [0] * len(self.action_names)
         self._mask = np.zeros(len(self.action_names), dtype=np.int8)
         self._steps = 0
         self._budget = 0
@@ -194,7 +195,7 @@ class RLAEnv(gym.Env[Any, np.int64]):
         self._done = False
         self._optimal_len = self._last_distance = self._distance()
         self._budget = self._step_budget(self._optimal_len)
-        self._mask = self._action_mask()
+        self._update_mask()
         info = self._info(invalid=False, progress=0)
         info["optimal_len"] = self._optimal_len
         info["step_budget"] = self._budget
@@ -215,7 +216,7 @@ class RLAEnv(gym.Env[Any, np.int64]):
         progress = (delta > 0) - (delta < 0)
         self._last_distance = distance
         truncated = not success and self._steps >= self._budget
-        self._mask = self._action_mask()
+        self._update_mask()
         info = self._info(invalid, progress)
         if success or truncated:
             self._done = True
@@ -250,6 +251,10 @@ class RLAEnv(gym.Env[Any, np.int64]):
             raise ValueError(f"action must be in [0, {self.action_space.n}), got {action!r}")
         return value
 
+    def _update_mask(self) -> None:
+        self._mask_list = self._action_mask()
+        self._mask = np.array(self._mask_list, dtype=np.int8)
+
     def _info(self, invalid: bool, progress: int) -> dict[str, Any]:
         assert self._task is not None
         return {
@@ -277,8 +282,8 @@ class RLAEnv(gym.Env[Any, np.int64]):
         """Apply an admissible command to the state."""
         raise NotImplementedError
 
-    def _action_mask(self) -> np.ndarray:
-        """A fresh int8 array, 1 where a command is admissible (never all zeros)."""
+    def _action_mask(self) -> list[int]:
+        """1 where a command is admissible, else 0 (never all zeros)."""
         raise NotImplementedError
 
     def _success(self) -> bool:

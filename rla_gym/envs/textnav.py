@@ -317,7 +317,7 @@ class TextNavEnv(RLAEnv):
         elif item == self._goal_item:
             self._item_loc = where
 
-    def _action_mask(self) -> np.ndarray:
+    def _action_mask(self) -> list[int]:
         mask = [0] * len(ACTION_NAMES)
         room = self._room
         holds_key = self._key_loc == HELD
@@ -336,7 +336,7 @@ class TextNavEnv(RLAEnv):
         for k in range(len(self._inventory)):
             mask[DROP_ + k] = 1
         mask[LOOK_] = 1
-        return np.array(mask, dtype=np.int8)
+        return mask
 
     def _success(self) -> bool:
         if self._goal_item >= 0:
@@ -403,7 +403,9 @@ class TextNavEnv(RLAEnv):
         if target < 0:
             return []
         best = []
-        for action in np.flatnonzero(self._mask).tolist():
+        for action, admissible in enumerate(self._mask_list):
+            if not admissible:
+                continue
             if action < OPEN_:
                 nxt = (self._neighbors[room][action], key_loc, item_loc, closed, locked, held)
             elif action < UNLOCK_:

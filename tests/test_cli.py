@@ -1,0 +1,59 @@
+"""The ``rla`` command line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from agents.cli import DemoSettings, PlaySettings, build_parser, demo, main, play
+
+
+def test_demo_rows_show_the_difficulty_gradient(capsys) -> None:
+    rows = demo(DemoSettings(difficulties=(0.0, 1.0), episodes=40))
+    out = capsys.readouterr().out
+    assert "oracle success" in out and "random success" in out
+    assert [r["oracle_success"] for r in rows] == [1.0, 1.0]
+    assert rows[0]["optimal_len"] < rows[1]["optimal_len"]
+    assert rows[0]["random_success"] > rows[1]["random_success"]
+    assert all(r["steps_per_second"] > 0 for r in rows)
+
+
+def test_parser_is_generated_from_the_settings() -> None:
+    args = build_parser().parse_args(["demo", "--difficulties", "0.1", "0.9", "--episodes", "3"])
+    assert args.difficulties == [0.1, 0.9] and args.episodes == 3 and args.env == "RLA-TextNav-v0"
+    assert build_parser().parse_args(["play", "--seed", "4"]).seed == 4
+
+
+def test_bad_cli_values_give_a_clear_error(capsys) -> None:
+    assert main(["demo", "--difficulties", "1.5", "--episodes", "2"]) == 2
+    assert "difficulty must be in [0, 1], got 1.5" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["demo", "--episodes", "many"])
+
+
+def test_play_follows_typed_commands(capsys) -> None:
+    import gymnasium as gym
+
+    env = gym.make("RLA-TextNav-v0", difficulty=0.0)
+    _, info = env.reset(seed=3)
+    answers = []
+    while True:  # the oracle's commands for the same seeded episode, typed by name and number
+        action = info["oracle_actions"][0]
+        answers.append(env.unwrapped.action_names[action] if len(answers) % 2 else str(action))
+        _, _, terminated, truncated, info = env.step(action)
+        if terminated or truncated:
+            break
+    typed = iter(["nonsense", *answers])
+    assert play(PlaySettings(difficulty=0.0, seed=3), read=lambda prompt: next(typed))
+    out = capsys.readouterr().out
+    assert "Not an admissible command: 'nonsense'" in out and "Success!" in out
+
+
+def test_console_script_runs() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "agents.cli", "demo", "--difficulties", "0.5", "--episodes", "5"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert "0.50" in result.stdout
