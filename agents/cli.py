@@ -41,8 +41,12 @@ def demo(settings: DemoSettings) -> list[dict[str, Any]]:
     env = gym.make(settings.env)
     seeds = heldout_seeds(settings.episodes)
     rows = []
-    header = f"{'difficulty':>10} {'optimal len':>11} {'oracle success':>14} {'random success':>14} {'steps/s':>9}"
-    print(f"{settings.env}: {settings.episodes} held-out tasks per level (random = random admissible command)")
+    header = (
+        f"{'difficulty':>10} {'optimal len':>11} {'oracle success':>14} {'random success':>14} {'steps/s':>9}"
+    )
+    print(
+        f"{settings.env}: {settings.episodes} held-out tasks per level (random = random admissible command)"
+    )
     print(header)
     for difficulty in settings.difficulties:
         oracle = evaluate(env, oracle_agent, difficulty, seeds, seed=settings.seed)
@@ -96,7 +100,10 @@ def _add_settings(parser: argparse.ArgumentParser, settings: type) -> None:
     hints = typing.get_type_hints(settings)
     for f in dataclasses.fields(settings):
         kind, flag = hints[f.name], "--" + f.name.replace("_", "-")
-        options: dict[str, Any] = {"default": f.default, "help": f"{f.metadata.get('help', '')} (default: %(default)s)"}
+        options: dict[str, Any] = {
+            "default": f.default,
+            "help": f"{f.metadata.get('help', '')} (default: %(default)s)",
+        }
         args = typing.get_args(kind)
         if kind is bool:
             options["action"] = argparse.BooleanOptionalAction

@@ -21,7 +21,9 @@ class TokenFeaturesExtractor(BaseFeaturesExtractor):
         ...             policy_kwargs={"features_extractor_class": TokenFeaturesExtractor}, n_steps=64)
     """
 
-    def __init__(self, observation_space: gym.spaces.Dict, features_dim: int = 128, embed_dim: int = 16) -> None:
+    def __init__(
+        self, observation_space: gym.spaces.Dict, features_dim: int = 128, embed_dim: int = 16
+    ) -> None:
         super().__init__(observation_space, features_dim)
         tokens = observation_space["tokens"]
         if not isinstance(tokens, gym.spaces.Box) or len(tokens.shape) != 1:

@@ -54,16 +54,25 @@ def page(env_id: str) -> str:
         "",
         "## Spaces",
         "",
-        f"- observation (`obs_mode=\"dict\"`): `{env.observation_space}`",
-        f"- action: `{env.action_space}`; commands: " + ", ".join(f"`{a}`" for a in env.unwrapped.action_names),
+        f'- observation (`obs_mode="dict"`): `{env.observation_space}`',
+        f"- action: `{env.action_space}`; commands: "
+        + ", ".join(f"`{a}`" for a in env.unwrapped.action_names),
         "",
         "## Info keys",
         "",
-        "`difficulty`, `task_id`, `action_mask`, `invalid_action`, `oracle_actions`, `progress` at reset",
-        "and every step; `optimal_len` and `step_budget` at reset; `is_success` and `outcome` at the last step.",
+        "`difficulty`, `task_id`, `action_mask`, `invalid_action`, `oracle_actions`, `progress` at",
+        "reset and every step; `optimal_len` and `step_budget` at reset; `is_success` and `outcome`",
+        "at the last step.",
     ]
     for level in TRANSCRIPT_LEVELS:
-        parts += ["", f"## Example transcript, difficulty {level}", "", "```text", transcript(env_id, level), "```"]
+        parts += [
+            "",
+            f"## Example transcript, difficulty {level}",
+            "",
+            "```text",
+            transcript(env_id, level),
+            "```",
+        ]
     return "\n".join(parts) + "\n"
 
 

@@ -81,7 +81,7 @@ class RLAEnv(gym.Env[Any, np.int64]):
     ``_text``, ``_distance``, ``_oracle_actions`` and ``_step_budget``.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"], "render_fps": 4}
+    metadata: dict[str, Any] = {"render_modes": ["ansi", "human"], "render_fps": 4}  # noqa: RUF012
     #: Registered id; part of every task's identity.
     env_id: ClassVar[str]
     #: Token vocabulary; id 0 is padding.
@@ -228,7 +228,7 @@ class RLAEnv(gym.Env[Any, np.int64]):
         """Boolean mask of admissible commands (read by sb3-contrib's MaskablePPO)."""
         return self._mask.astype(bool)
 
-    def render(self) -> str | None:  # type: ignore[override]
+    def render(self) -> Any:
         """``"ansi"``: return the text observation; ``"human"``: print it."""
         if self._task is None:
             raise RuntimeError("render() called before reset()")
@@ -245,10 +245,11 @@ class RLAEnv(gym.Env[Any, np.int64]):
     # ---------------------------------------------------------------- plumbing
     def _check_action(self, action: Any) -> int:
         value = action.item() if isinstance(action, (np.ndarray, np.generic)) and action.size == 1 else action
+        n = len(self.action_names)
         if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"action must be an integer in [0, {self.action_space.n}), got {action!r}")
-        if not 0 <= value < self.action_space.n:
-            raise ValueError(f"action must be in [0, {self.action_space.n}), got {action!r}")
+            raise TypeError(f"action must be an integer in [0, {n}), got {action!r}")
+        if not 0 <= value < n:
+            raise ValueError(f"action must be in [0, {n}), got {action!r}")
         return value
 
     def _update_mask(self) -> None:

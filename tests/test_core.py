@@ -11,6 +11,7 @@ import pytest
 
 from rla_gym import Task, check_difficulty
 from rla_gym.core import HELDOUT_SEED_START
+from rla_gym.envs import TextNavEnv
 
 BAD_DIFFICULTIES = [
     (float("nan"), ValueError),
@@ -94,7 +95,7 @@ def test_bad_constructor_arguments() -> None:
     with pytest.raises(ValueError, match="obs_mode.*'pixels'"):
         gym.make("RLA-TextNav-v0", obs_mode="pixels")
     with pytest.raises(ValueError, match="render_mode.*'video'"):
-        gym.make("RLA-TextNav-v0", render_mode="video").unwrapped
+        TextNavEnv(render_mode="video")
 
 
 def test_bad_tasks_and_options() -> None:
@@ -139,7 +140,9 @@ def test_difficulty_and_task_options_persist_and_unpin() -> None:
 def test_unpinned_resets_never_draw_heldout_seeds() -> None:
     env = gym.make("RLA-TextNav-v0")
     env.reset(seed=0)
-    assert all(env.reset()[0] is not None and env.unwrapped.task.seed < HELDOUT_SEED_START for _ in range(200))
+    assert all(
+        env.reset()[0] is not None and env.unwrapped.task.seed < HELDOUT_SEED_START for _ in range(200)
+    )
 
 
 def test_registration_records_kwargs_and_module_prefix_works() -> None:

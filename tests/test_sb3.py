@@ -21,7 +21,9 @@ def _greedy(model):
 
 @pytest.mark.parametrize("obs_mode", ["dict", "flat"])
 def test_ppo_smoke_runs_and_reports_success(obs_mode: str) -> None:
-    venv = make_vec_env("RLA-TextNav-v0", n_envs=2, seed=0, env_kwargs={"difficulty": 0.2, "obs_mode": obs_mode})
+    venv = make_vec_env(
+        "RLA-TextNav-v0", n_envs=2, seed=0, env_kwargs={"difficulty": 0.2, "obs_mode": obs_mode}
+    )
     policy = "MultiInputPolicy" if obs_mode == "dict" else "MlpPolicy"
     model = PPO(policy, venv, n_steps=256, batch_size=128, n_epochs=2, seed=0)
     model.learn(3000)
@@ -31,7 +33,9 @@ def test_ppo_smoke_runs_and_reports_success(obs_mode: str) -> None:
 
 def test_a2c_with_token_extractor_runs() -> None:
     venv = make_vec_env("RLA-TextNav-v0", n_envs=2, seed=0)
-    model = A2C("MultiInputPolicy", venv, policy_kwargs={"features_extractor_class": TokenFeaturesExtractor}, seed=0)
+    model = A2C(
+        "MultiInputPolicy", venv, policy_kwargs={"features_extractor_class": TokenFeaturesExtractor}, seed=0
+    )
     model.learn(1000)
     assert model.num_timesteps >= 1000
 

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import copy
+import itertools
 
 import gymnasium as gym
 import numpy as np
 import pytest
+from bfs_reference import bfs_distance
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bfs_reference import bfs_distance
 from rla_gym.envs.textnav import ACTION_NAMES, TextNavEnv, textnav_knobs
 from rla_gym.evaluation import random_agent
 
@@ -47,7 +48,7 @@ def test_oracle_distance_and_actions_match_brute_force_search(difficulty: float)
 def test_knobs_are_monotone_in_difficulty() -> None:
     grid = [textnav_knobs(d) for d in np.linspace(0, 1, 101)]
     levels = {"live": 0, "route": 1, "half route": 2, "none": 3}
-    for a, b in zip(grid, grid[1:]):
+    for a, b in itertools.pairwise(grid):
         assert a.rooms <= b.rooms and a.route_min <= b.route_min and a.route_max <= b.route_max
         assert a.distractors <= b.distractors and a.closed_door_prob <= b.closed_door_prob
         assert a.locked_door <= b.locked_door and a.bring_prob <= b.bring_prob

@@ -142,7 +142,7 @@ class TextNavEnv(RLAEnv):
     - v0: initial release.
     """
 
-    metadata = {"render_modes": ["ansi", "human", "rgb_array"], "render_fps": 4}
+    metadata: dict[str, Any] = {"render_modes": ["ansi", "human", "rgb_array"], "render_fps": 4}  # noqa: RUF012
     env_id = "RLA-TextNav-v0"
     vocab = VOCAB
     token_length = 5 + 3 * HINT_STEPS + 2 + 4 * 4 + 2 * ROOM_SLOTS + 2 * INVENTORY_SLOTS
@@ -182,7 +182,9 @@ class TextNavEnv(RLAEnv):
             x, y = cells[child]
             # the parent is the earliest-placed adjacent room (that is how the tree grew)
             parent = min(
-                (index[(x + dx, y + dy)], dr) for dr, (dx, dy) in enumerate(_STEP) if (x + dx, y + dy) in index
+                (index[(x + dx, y + dy)], dr)
+                for dr, (dx, dy) in enumerate(_STEP)
+                if (x + dx, y + dy) in index
             )
             p, direction = parent
             self._parent[child] = p
@@ -347,7 +349,9 @@ class TextNavEnv(RLAEnv):
     def _state(self) -> tuple[int, int, int, int, int, int]:
         return self._room, self._key_loc, self._item_loc, self._closed, self._locked, len(self._inventory)
 
-    def _plan(self, room: int, key_loc: int, item_loc: int, closed: int, locked: int, held: int) -> tuple[int, list[int]]:
+    def _plan(
+        self, room: int, key_loc: int, item_loc: int, closed: int, locked: int, held: int
+    ) -> tuple[int, list[int]]:
         """Optimal cost and waypoints from a state (exact on a tree; see class docstring)."""
         goal, up = self._goal_room, self._up
         bring = self._goal_item >= 0
@@ -409,7 +413,14 @@ class TextNavEnv(RLAEnv):
             if action < OPEN_:
                 nxt = (self._neighbors[room][action], key_loc, item_loc, closed, locked, held)
             elif action < UNLOCK_:
-                nxt = (room, key_loc, item_loc, closed & ~(1 << self._edge(room, action - OPEN_)), locked, held)
+                nxt = (
+                    room,
+                    key_loc,
+                    item_loc,
+                    closed & ~(1 << self._edge(room, action - OPEN_)),
+                    locked,
+                    held,
+                )
             elif action < TAKE_:
                 nxt = (room, key_loc, item_loc, closed, 0, held)
             elif action < DROP_:
@@ -517,7 +528,13 @@ class TextNavEnv(RLAEnv):
         image = np.full(((max(ys) - y0 + 1) * tile, (max(xs) - x0 + 1) * tile, 3), 30, dtype=np.uint8)
         palette = {OPEN: (200, 200, 200), CLOSED: (150, 90, 40), LOCKED: (200, 40, 40)}
         for room, (x, y) in enumerate(self._cells):
-            color = (60, 90, 230) if room == self._room else (60, 180, 80) if room == self._goal_room else (200, 200, 200)
+            color = (
+                (60, 90, 230)
+                if room == self._room
+                else (60, 180, 80)
+                if room == self._goal_room
+                else (200, 200, 200)
+            )
             top, left = (y - y0) * tile, (x - x0) * tile
             image[top + 2 : top + tile - 2, left + 2 : left + tile - 2] = color
             if room > 0:  # the connection to the parent room
