@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 import re
+import subprocess
+import sys
 
 import gymnasium as gym
 import numpy as np
@@ -150,6 +152,12 @@ def test_registration_records_kwargs_and_module_prefix_works() -> None:
     assert env.spec.kwargs == {"difficulty": 0.8, "obs_mode": "flat"}
     assert env.unwrapped.difficulty == 0.8 and env.observation_space.shape == (69 + 24,)
     assert gym.make("rla_gym:RLA-TextNav-v0").unwrapped.env_id == "RLA-TextNav-v0"
+
+
+def test_module_prefix_works_without_a_prior_import() -> None:
+    code = "import gymnasium as gym; print(gym.make('rla_gym:RLA-TextNav-v0').unwrapped.env_id)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "RLA-TextNav-v0"
 
 
 def test_wrapped_env_does_not_forward_attributes() -> None:

@@ -102,8 +102,9 @@ def test_make_vec_runs_1000_steps(env_id: str, mode: str) -> None:
         envs.close()
 
 
-def test_set_difficulty_through_vector_call_applies_at_next_reset(env_id: str) -> None:
-    envs = gym.make_vec(env_id, num_envs=2, vectorization_mode="sync", difficulty=0.1)
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_set_difficulty_through_vector_call_applies_at_next_reset(env_id: str, mode: str) -> None:
+    envs = gym.make_vec(env_id, num_envs=2, vectorization_mode=mode, difficulty=0.1)
     _, info = envs.reset(seed=0)
     envs.call("set_difficulty", 0.9)
     assert envs.get_attr("difficulty") == (0.9, 0.9)

@@ -123,7 +123,7 @@ def test_rgb_array_render_is_a_map() -> None:
     seed=st.integers(0, 2**31 - 1),
     difficulty=st.floats(0.0, 1.0),
     obs_mode=st.sampled_from(["dict", "flat", "text"]),
-    actions=st.lists(st.integers(0, len(ACTION_NAMES) - 1), min_size=1, max_size=120),
+    actions=st.lists(st.integers(-2, len(ACTION_NAMES) + 1), min_size=1, max_size=120),
 )
 def test_any_action_sequence_keeps_the_contract(seed, difficulty, obs_mode, actions) -> None:
     env = TextNavEnv(difficulty=difficulty, obs_mode=obs_mode)
@@ -131,6 +131,10 @@ def test_any_action_sequence_keeps_the_contract(seed, difficulty, obs_mode, acti
     assert obs in env.observation_space
     for action in actions:
         oracle = info["oracle_actions"]
+        if not 0 <= action < len(ACTION_NAMES):
+            with pytest.raises(ValueError, match=f"got {action}"):
+                env.step(action)
+            continue
         obs, reward, terminated, truncated, info = env.step(action)
         assert obs in env.observation_space
         # progress is +1 exactly for the oracle's actions, and 0 for no-ops
