@@ -1,0 +1,157 @@
+"""The Curriculum strategy interface and the EpisodeResult it learns from."""
+
+from __future__ import annotations
+
+import abc
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from rla_gym.core import HELDOUT_SEED_START, Task, check_difficulty
+
+
+def check_positive(value: Any, name: str, *, integer: bool = False) -> Any:
+    """Return ``value`` if it is a finite number > 0 (an int if ``integer``), else raise naming it."""
+    kind = numbers.Integral if integer else numbers.Real
+    if isinstance(value, bool) or not isinstance(value, kind):
+        raise TypeError(f"{name} must be a positive {'integer' if integer else 'number'}, got {value!r}")
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be > 0, got {value!r}")
+    return int(value) if integer else float(value)
+
+
+def check_band(low: Any, high: Any, names: tuple[str, str]) -> tuple[float, float]:
+    """Both in [0, 1] and ``low < high``, else raise naming the values."""
+    low, high = check_difficulty(low, names[0]), check_difficulty(high, names[1])
+    if not low < high:
+        raise ValueError(f"{names[0]} must be < {names[1]}, got {low!r} >= {high!r}")
+    return low, high
+
+
+@dataclass(frozen=True)
+class EpisodeResult:
+    """What a curriculum learns from one finished episode.
+
+    ``outcome`` is +1 (success) or -1; ``rm_outcome_prediction`` is a reward model's
+    predicted outcome in [-1, 1]; ``rm_votes`` has shape (steps, m); ``value_estimates``
+    are the policy's V(s_t) per step and ``rewards`` the per-step rewards (when omitted,
+    rewards are taken as sparse: the return on the last step); ``score`` is an external
+    per-episode score (for PrioritizedLevelReplay).
+    """
+
+    task: Task
+    outcome: int
+    episode_return: float
+    length: int
+    rm_outcome_prediction: float | None = None
+    rm_votes: np.ndarray | None = None
+    value_estimates: np.ndarray | None = None
+    rewards: np.ndarray | None = None
+    score: float | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.task, Task):
+            raise TypeError(f"task must be an rla_gym.Task, got {self.task!r}")
+        if self.outcome not in (1, -1) or isinstance(self.outcome, bool):
+            raise ValueError(f"outcome must be +1 or -1, got {self.outcome!r}")
+        if not math.isfinite(self.episode_return):
+            raise ValueError(f"episode_return must be finite, got {self.episode_return!r}")
+        if isinstance(self.length, bool) or not isinstance(self.length, numbers.Integral) or self.length < 0:
+            raise ValueError(f"length must be a non-negative integer, got {self.length!r}")
+        p = self.rm_outcome_prediction
+        if p is not None and not (isinstance(p, numbers.Real) and -1.0 <= p <= 1.0):
+            raise ValueError(f"rm_outcome_prediction must be in [-1, 1], got {p!r}")
+        if self.score is not None and not (isinstance(self.score, numbers.Real) and math.isfinite(self.score)):
+            raise ValueError(f"score must be a finite number, got {self.score!r}")
+
+    @property
+    def success(self) -> bool:
+        return self.outcome == 1
+
+
+class Curriculum(abc.ABC):
+    """A serialisable strategy that picks tasks and learns from finished episodes.
+
+    Subclasses implement :meth:`next_task`, usually :meth:`_learn` and :meth:`metrics`,
+    and list their mutable attributes in ``state_fields`` so that :meth:`state_dict`
+    captures them. Curricula know nothing about envs, processes or torch: adapters in
+    :mod:`rla_gym.wrappers` and ``agents`` connect them.
+    """
+
+    #: Names of the attributes that make up the strategy's mutable state.
+    state_fields: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, env_id: str, *, seed: int = 0) -> None:
+        if not isinstance(env_id, str) or not env_id:
+            raise TypeError(f"env_id must be a registered env id, got {env_id!r}")
+        self.env_id = env_id
+        self.rng = np.random.default_rng(seed)
+        self.episodes = 0
+
+    @abc.abstractmethod
+    def next_task(self, slot: int = 0) -> Task:
+        """The task that the env in ``slot`` (its index in a vector env) runs next."""
+
+    def update(self, result: EpisodeResult) -> None:
+        """Learn from one finished episode."""
+        if result.task.env_id != self.env_id:
+            raise ValueError(f"result is for {result.task.env_id!r}, this curriculum serves {self.env_id!r}")
+        self.episodes += 1
+        self._learn(result)
+
+    def _learn(self, result: EpisodeResult) -> None:
+        """Strategy-specific learning; the default learns nothing."""
+
+    def metrics(self) -> dict[str, float]:
+        """Scalars for logging, e.g. under ``curriculum/`` in TensorBoard."""
+        return {"episodes": float(self.episodes)}
+
+    def new_task(self, difficulty: float) -> Task:
+        """A fresh task at ``difficulty``; seeds never enter the held-out range."""
+        return Task(self.env_id, difficulty, int(self.rng.integers(HELDOUT_SEED_START)))
+
+    # ------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-serialisable state; :meth:`load_state_dict` on a fresh instance resumes exactly."""
+        state = {name: _encode(getattr(self, name)) for name in self.state_fields}
+        state.update(rng=self.rng.bit_generator.state, episodes=self.episodes, kind=type(self).__name__)
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` output (also after a JSON round trip)."""
+        if state.get("kind") != type(self).__name__:
+            raise ValueError(f"state is for {state.get('kind')!r}, not {type(self).__name__}")
+        for name in self.state_fields:
+            setattr(self, name, _decode(state[name], self.env_id))
+        self.rng.bit_generator.state = state["rng"]
+        self.episodes = int(state["episodes"])
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, Task):
+        return {"__task__": [value.difficulty, value.seed]}
+    if isinstance(value, dict):
+        return {"__dict__": [[_encode(k), _encode(v)] for k, v in value.items()]}
+    if isinstance(value, (list, tuple)):
+        return [_encode(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return {"__array__": value.tolist()}
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _decode(value: Any, env_id: str) -> Any:
+    if isinstance(value, list):
+        return [_decode(v, env_id) for v in value]
+    if isinstance(value, dict):
+        if "__task__" in value:
+            difficulty, seed = value["__task__"]
+            return Task(env_id, difficulty, seed)
+        if "__array__" in value:
+            return np.array(value["__array__"], dtype=np.float64)
+        return {_decode(k, env_id): _decode(v, env_id) for k, v in value["__dict__"]}
+    return value

@@ -1,0 +1,97 @@
+"""The design notes' global rule: retune difficulty from reward-model error balance."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rla_gym.core import Task, check_difficulty
+from rla_gym.curricula.base import Curriculum, EpisodeResult, check_band, check_positive
+from rla_gym.stats import error_statistics
+
+
+class RewardModelBalanceCurriculum(Curriculum):
+    """Move one global difficulty by the balance of the RM's outcome errors.
+
+    Every ``interval`` episodes at the current difficulty d, with errors = RM predicted
+    outcome - actual outcome: balance = min(p_over, p_under) / max(p_over, p_under);
+    balance > ``balance_threshold`` keeps d; otherwise p_over > p_under raises d by
+    ``step``, else lowers it; d stays within ``bounds``. After a change the next
+    ``cooldown`` intervals make no change, so d cannot flip every interval.
+    Every result must carry ``rm_outcome_prediction``.
+
+    Example:
+        >>> from rla_gym.curricula import EpisodeResult
+        >>> c = RewardModelBalanceCurriculum("RLA-TextNav-v0", interval=2, start=0.5)
+        >>> for _ in range(2):  # the RM predicts success, the episodes fail: p_over = 1
+        ...     c.update(EpisodeResult(c.next_task(), -1, 0.0, 9, rm_outcome_prediction=0.6))
+        >>> c.difficulty
+        0.6
+    """
+
+    state_fields = ("difficulty", "predicted", "actual", "cooldown_left", "last", "changes")
+
+    def __init__(
+        self,
+        env_id: str,
+        *,
+        start: float | None = None,
+        interval: int = 32,
+        step: float = 0.1,
+        bounds: tuple[float, float] = (0.1, 1.0),
+        balance_threshold: float = 0.8,
+        cooldown: int = 1,
+        seed: int = 0,
+    ) -> None:
+        super().__init__(env_id, seed=seed)
+        self.low, self.high = check_band(*bounds, ("bounds[0]", "bounds[1]"))
+        self.interval = check_positive(interval, "interval", integer=True)
+        self.step = check_positive(step, "step")
+        self.balance_threshold = check_difficulty(balance_threshold, "balance_threshold")
+        if isinstance(cooldown, bool) or not isinstance(cooldown, int) or cooldown < 0:
+            raise ValueError(f"cooldown must be a non-negative integer, got {cooldown!r}")
+        self.cooldown = cooldown
+        self.difficulty = self.low if start is None else check_difficulty(start, "start")
+        if not self.low <= self.difficulty <= self.high:
+            raise ValueError(f"start must lie within bounds {bounds!r}, got {start!r}")
+        self.predicted: list[float] = []
+        self.actual: list[int] = []
+        self.cooldown_left = 0
+        self.last: dict[str, Any] = {}
+        self.changes = 0
+
+    def next_task(self, slot: int = 0) -> Task:
+        return self.new_task(self.difficulty)
+
+    def _learn(self, result: EpisodeResult) -> None:
+        if result.rm_outcome_prediction is None:
+            raise ValueError(
+                f"{type(self).__name__} needs EpisodeResult.rm_outcome_prediction, got None "
+                "(wrap the env with the reward-model wrapper or pass predict_outcome=)"
+            )
+        if result.task.difficulty != self.difficulty:
+            return
+        self.predicted.append(float(result.rm_outcome_prediction))
+        self.actual.append(result.outcome)
+        if len(self.predicted) < self.interval:
+            return
+        stats = error_statistics(self.predicted, self.actual)
+        self.predicted, self.actual = [], []
+        decision = self._decide(stats)
+        self.last = {**stats, "decision": decision}
+
+    def _decide(self, stats: dict[str, float]) -> str:
+        if self.cooldown_left > 0:
+            self.cooldown_left -= 1
+            return "cooldown"
+        if stats["balance"] > self.balance_threshold:
+            return "keep"
+        delta = self.step if stats["p_over"] > stats["p_under"] else -self.step
+        target = round(min(max(self.difficulty + delta, self.low), self.high), 9)
+        if target == self.difficulty:
+            return "at bound"
+        self.difficulty, self.cooldown_left, self.changes = target, self.cooldown, self.changes + 1
+        return "raise" if delta > 0 else "lower"
+
+    def metrics(self) -> dict[str, float]:
+        stats = {k: float(v) for k, v in self.last.items() if k in ("p_over", "p_under", "balance", "mean_error")}
+        return {**super().metrics(), "difficulty": self.difficulty, "changes": self.changes, **stats}

@@ -1,0 +1,148 @@
+"""The paper's per-task environment adaptation over a pool of task slots."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rla_gym.core import Task, check_difficulty
+from rla_gym.curricula.base import Curriculum, EpisodeResult, check_band, check_positive
+from rla_gym.stats import error_statistics
+
+
+class TaskPoolCurriculum(Curriculum):
+    """RLAnything's environment adaptation: per-task accuracy drives harder / easier variants.
+
+    Each of ``pool_size`` slots holds an active task. Its accuracy ``acc`` is measured over
+    ``rollouts_per_task`` rollouts; acc >= alpha_high proposes a harder variant (same seed,
+    difficulty + step), acc <= alpha_low an easier one. The proposal is *pending*: the
+    slot's next ``rollouts_per_task`` rollouts run it, and it is accepted iff
+    harder: alpha_low <= acc' < acc, easier: acc < acc' <= alpha_high, and always acc' > 0
+    (solvable). An accepted variant replaces the slot's task; ``history`` keeps every
+    judgement. While a proposal is pending the slot's rollouts go to it, not to the active
+    task. ``next_task`` serves the slot with the fewest assignments in its current round.
+
+    Step size: ``step`` by default. With ``rm_scaled_step=True`` and RM predictions on
+    the judged rollouts, the step becomes step * (2 - balance) of the RM's outcome errors
+    on that task (at most 2 * step): lopsided errors mean the RM is only learning one of
+    p+ / p- there, so the task is far from the informative band and a bigger move pays.
+
+    Example:
+        >>> from rla_gym.curricula import EpisodeResult
+        >>> c = TaskPoolCurriculum("RLA-TextNav-v0", pool_size=1, rollouts_per_task=2, step=0.25)
+        >>> for _ in range(2):  # acc = 1.0 >= 0.8: a harder variant is proposed
+        ...     c.update(EpisodeResult(c.next_task(), 1, 1.0, 3))
+        >>> for outcome in (1, -1):  # acc' = 0.5: in [0.2, 1.0) and > 0, accepted
+        ...     c.update(EpisodeResult(c.next_task(), outcome, 0.0, 3))
+        >>> c.slots[0]["active"].difficulty, c.accepted
+        (0.25, 1)
+    """
+
+    state_fields = ("slots", "history", "accepted", "rejected", "stale")
+
+    def __init__(
+        self,
+        env_id: str,
+        *,
+        pool_size: int = 8,
+        rollouts_per_task: int = 8,
+        start: float = 0.0,
+        step: float = 0.1,
+        alpha_low: float = 0.2,
+        alpha_high: float = 0.8,
+        rm_scaled_step: bool = False,
+        seed: int = 0,
+    ) -> None:
+        super().__init__(env_id, seed=seed)
+        self.pool_size = check_positive(pool_size, "pool_size", integer=True)
+        self.rollouts = check_positive(rollouts_per_task, "rollouts_per_task", integer=True)
+        self.step = check_positive(step, "step")
+        self.alpha_low, self.alpha_high = check_band(alpha_low, alpha_high, ("alpha_low", "alpha_high"))
+        self.rm_scaled_step = bool(rm_scaled_step)
+        start = check_difficulty(start, "start")
+        self.slots: list[dict[str, Any]] = []
+        for _ in range(self.pool_size):
+            task = self.new_task(start)
+            self.slots.append(
+                {"active": task, "acc": None, "phase": task, "direction": 0, "base_acc": None,
+                 "outcomes": [], "predictions": [], "assigned": 0}
+            )  # fmt: skip
+        self.history: list[dict[str, Any]] = []
+        self.accepted = self.rejected = self.stale = 0
+
+    def next_task(self, slot: int = 0) -> Task:
+        chosen = min(self.slots, key=lambda s: s["assigned"])
+        chosen["assigned"] += 1
+        return chosen["phase"]
+
+    def is_pending(self, task: Task) -> bool:
+        """Whether ``task`` is a proposal awaiting judgement (the paper trains on it only if accepted)."""
+        return any(s["direction"] and s["phase"] == task for s in self.slots)
+
+    def _learn(self, result: EpisodeResult) -> None:
+        slot = next((s for s in self.slots if s["phase"] == result.task), None)
+        if slot is None:  # assigned before its slot's round ended: a rollout, but not evidence
+            self.stale += 1
+            return
+        slot["outcomes"].append(result.outcome)
+        if result.rm_outcome_prediction is not None:
+            slot["predictions"].append(result.rm_outcome_prediction)
+        if len(slot["outcomes"]) == self.rollouts:
+            self._judge(slot)
+
+    def _judge(self, slot: dict[str, Any]) -> None:
+        acc = sum(o == 1 for o in slot["outcomes"]) / self.rollouts
+        step = self._step_size(slot)
+        active = slot["active"]
+        if slot["direction"] == 0:
+            slot["acc"] = acc
+            if acc >= self.alpha_high and active.difficulty < 1.0:
+                self._propose(slot, min(active.difficulty + step, 1.0), +1, acc)
+                return
+            if acc <= self.alpha_low and active.difficulty > 0.0:
+                self._propose(slot, max(active.difficulty - step, 0.0), -1, acc)
+                return
+        else:
+            base = slot["base_acc"]
+            if slot["direction"] > 0:
+                accept = self.alpha_low <= acc < base and acc > 0
+            else:
+                accept = base < acc <= self.alpha_high and acc > 0
+            self.history.append(
+                {"from": active, "to": slot["phase"], "direction": slot["direction"],
+                 "acc": base, "new_acc": acc, "accepted": accept, "episode": self.episodes}
+            )  # fmt: skip
+            if accept:
+                slot["active"], slot["acc"] = slot["phase"], acc
+                self.accepted += 1
+            else:
+                self.rejected += 1
+        self._start_round(slot, slot["active"], 0, None)
+
+    def _step_size(self, slot: dict[str, Any]) -> float:
+        if not self.rm_scaled_step or len(slot["predictions"]) != self.rollouts:
+            return self.step
+        balance = error_statistics(slot["predictions"], slot["outcomes"])["balance"]
+        return self.step * (2.0 - balance)
+
+    def _propose(self, slot: dict[str, Any], difficulty: float, direction: int, acc: float) -> None:
+        variant = Task(self.env_id, round(difficulty, 9), slot["active"].seed)
+        self._start_round(slot, variant, direction, acc)
+
+    @staticmethod
+    def _start_round(slot: dict[str, Any], task: Task, direction: int, base_acc: float | None) -> None:
+        slot.update(phase=task, direction=direction, base_acc=base_acc, outcomes=[], predictions=[], assigned=0)
+
+    def metrics(self) -> dict[str, float]:
+        difficulties = [s["active"].difficulty for s in self.slots]
+        accs = [s["acc"] for s in self.slots if s["acc"] is not None]
+        return {
+            **super().metrics(),
+            "accepted": self.accepted,
+            "rejected": self.rejected,
+            "pending": sum(bool(s["direction"]) for s in self.slots),
+            "stale": self.stale,
+            "pool_difficulty_mean": sum(difficulties) / len(difficulties),
+            "pool_difficulty_min": min(difficulties),
+            "pool_difficulty_max": max(difficulties),
+            "slot_accuracy_mean": sum(accs) / len(accs) if accs else float("nan"),
+        }
