@@ -163,6 +163,19 @@ class RLAEnv(gym.Env[Any, np.int64]):
             self._difficulty = task.difficulty
         self._pinned_task = task
 
+    @property
+    def pinned_task(self) -> Task | None:
+        """The task every reset runs, if pinned; assigning it calls :meth:`set_task`.
+
+        A property so that Gymnasium's ``VectorEnv.set_attr("pinned_task", [t0, t1, ...])``
+        gives each sub-env its own task in one call, across processes too.
+        """
+        return self._pinned_task
+
+    @pinned_task.setter
+    def pinned_task(self, task: Task | None) -> None:
+        self.set_task(task)
+
     def make_task(self, difficulty: float, seed: int) -> Task:
         """The task of this environment at ``difficulty`` with task seed ``seed``."""
         return Task(self.env_id, difficulty, seed)

@@ -1,0 +1,159 @@
+"""Single-env adapters: a curriculum picks each episode's task."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from rla_gym.core import RLAEnv, Task
+from rla_gym.curricula.base import Curriculum, EpisodeResult
+from rla_gym.curricula.rm_balance import RewardModelBalanceCurriculum
+
+#: One step of a trajectory as handed to ``predict_outcome``: (observation, action, next observation).
+Step = tuple[Any, Any, Any]
+
+
+def episode_result(task: Task, info: Mapping[str, Any], episode_return: float, length: int) -> EpisodeResult:
+    """The :class:`EpisodeResult` of a finished episode from its last-step ``info``."""
+    prediction = info.get("rm_outcome_prediction")
+    votes = info.get("rm_votes")
+    return EpisodeResult(
+        task=task,
+        outcome=int(info["outcome"]),
+        episode_return=float(episode_return),
+        length=int(length),
+        rm_outcome_prediction=None if prediction is None else float(prediction),
+        rm_votes=None if votes is None else np.asarray(votes),
+    )
+
+
+def check_curriculum_options(options: Mapping[str, Any] | None) -> None:
+    """Adapters own the task: reject reset options that would override it."""
+    clash = {"task", "difficulty"} & set(options or ())
+    if clash:
+        raise ValueError(f"reset option(s) {sorted(clash)} conflict with the curriculum, which assigns tasks")
+
+
+class CurriculumWrapper(gym.Wrapper[Any, Any, Any, Any]):
+    """Asks ``curriculum`` for the task at each reset and reports each finished episode.
+
+    At the last step ``info["curriculum"]`` holds the curriculum's metrics.
+
+    Example:
+        >>> import gymnasium as gym, rla_gym
+        >>> from rla_gym.curricula import SuccessBandCurriculum
+        >>> env = CurriculumWrapper(gym.make("RLA-TextNav-v0"), SuccessBandCurriculum("RLA-TextNav-v0"))
+        >>> obs, info = env.reset(seed=0)
+        >>> info["difficulty"]
+        0.0
+    """
+
+    def __init__(self, env: gym.Env[Any, Any], curriculum: Curriculum, *, slot: int = 0) -> None:
+        super().__init__(env)
+        if not isinstance(env.unwrapped, RLAEnv):
+            raise TypeError(f"CurriculumWrapper needs an rla_gym env, got {env.unwrapped!r}")
+        if curriculum.env_id != env.unwrapped.env_id:
+            raise ValueError(f"curriculum serves {curriculum.env_id!r}, the env is {env.unwrapped.env_id!r}")
+        self.curriculum = curriculum
+        self.slot = slot
+        self._task: Task | None = None
+        self._return = 0.0
+        self._length = 0
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        check_curriculum_options(options)
+        task = self.curriculum.next_task(self.slot)
+        self.env.unwrapped.set_task(task)  # type: ignore[attr-defined]
+        obs, info = self.env.reset(seed=seed, options=options)
+        if info["task_id"] != task.task_id:
+            raise RuntimeError(f"the env ran task {info['task_id']}, not the assigned {task.task_id}")
+        self._task, self._return, self._length = task, 0.0, 0
+        self._begin(obs)
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._return += float(reward)
+        self._length += 1
+        self._record(action, obs)
+        if terminated or truncated:
+            assert self._task is not None
+            self.curriculum.update(self._finish(self._task, info))
+            info["curriculum"] = self.curriculum.metrics()
+        return obs, float(reward), terminated, truncated, info
+
+    # hooks for subclasses that look at the trajectory
+    def _begin(self, obs: Any) -> None:
+        pass
+
+    def _record(self, action: Any, obs: Any) -> None:
+        pass
+
+    def _finish(self, task: Task, info: dict[str, Any]) -> EpisodeResult:
+        return episode_result(task, info, self._return, self._length)
+
+
+class AdaptiveDifficultyWrapper(CurriculumWrapper):
+    """Retunes difficulty from reward-model error balance (:class:`RewardModelBalanceCurriculum`).
+
+    The RM's predicted outcome in [-1, 1] is read from ``info["rm_outcome_prediction"]``
+    at an episode's last step (the reward-model wrapper of ``agents`` puts it there), or
+    computed by ``predict_outcome(trajectory)`` when given, where ``trajectory`` is the
+    list of (observation, action, next observation) steps.
+
+    Example:
+        >>> import gymnasium as gym, rla_gym
+        >>> env = AdaptiveDifficultyWrapper(gym.make("RLA-TextNav-v0"), interval=8,
+        ...                                 predict_outcome=lambda trajectory: 0.5)
+        >>> obs, info = env.reset(seed=0)
+        >>> info["difficulty"]  # starts at the lower bound
+        0.1
+    """
+
+    def __init__(
+        self,
+        env: gym.Env[Any, Any],
+        *,
+        interval: int = 20,
+        step: float = 0.1,
+        bounds: tuple[float, float] = (0.1, 1.0),
+        balance_threshold: float = 0.8,
+        cooldown: int = 1,
+        start: float | None = None,
+        predict_outcome: Callable[[Sequence[Step]], float] | None = None,
+        seed: int = 0,
+    ) -> None:
+        curriculum = RewardModelBalanceCurriculum(
+            env.unwrapped.env_id,  # type: ignore[attr-defined]
+            start=start, interval=interval, step=step, bounds=bounds,
+            balance_threshold=balance_threshold, cooldown=cooldown, seed=seed,
+        )  # fmt: skip
+        super().__init__(env, curriculum)
+        self.predict_outcome = predict_outcome
+        self._trajectory: list[Step] = []
+        self._obs: Any = None
+
+    def _begin(self, obs: Any) -> None:
+        self._trajectory, self._obs = [], obs
+
+    def _record(self, action: Any, obs: Any) -> None:
+        if self.predict_outcome is not None:
+            self._trajectory.append((self._obs, action, obs))
+            self._obs = obs
+
+    def _finish(self, task: Task, info: dict[str, Any]) -> EpisodeResult:
+        if self.predict_outcome is not None:
+            prediction = self.predict_outcome(self._trajectory)
+            if not isinstance(prediction, numbers.Real) or not -1.0 <= prediction <= 1.0:
+                raise ValueError(f"predict_outcome must return a number in [-1, 1], got {prediction!r}")
+            info["rm_outcome_prediction"] = float(prediction)
+        elif "rm_outcome_prediction" not in info:
+            raise ValueError(
+                "AdaptiveDifficultyWrapper needs info['rm_outcome_prediction'] at the last step "
+                "(wrap the env with the reward-model wrapper) or predict_outcome="
+            )
+        return super()._finish(task, info)

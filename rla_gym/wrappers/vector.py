@@ -1,0 +1,104 @@
+"""Gymnasium vector adapter: one curriculum in the main process, exact task bookkeeping."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
+
+from rla_gym.core import Task
+from rla_gym.curricula.base import Curriculum
+from rla_gym.wrappers.curriculum import check_curriculum_options, episode_result
+
+
+def sub_info(info: dict[str, Any], index: int) -> dict[str, Any]:
+    """The info dict of sub-env ``index`` out of a vector env's batched info."""
+    return {k: v[index] for k, v in info.items() if not k.startswith("_") and info.get("_" + k, [True] * (index + 1))[index]}
+
+
+class CurriculumVectorWrapper(VectorWrapper):
+    """Connects a curriculum to a ``SyncVectorEnv`` or ``AsyncVectorEnv`` (NEXT_STEP or SAME_STEP).
+
+    Autoreset calls ``reset()`` without options, so every sub-env always holds its *next*
+    task, pinned through ``set_attr("pinned_task", ...)`` as soon as its current episode
+    starts. Every step checks that each sub-env runs the task assigned to it, and each
+    finished episode is reported to the curriculum exactly once.
+
+    Example:
+        >>> import gymnasium as gym, rla_gym
+        >>> from rla_gym.curricula import UniformCurriculum
+        >>> envs = CurriculumVectorWrapper(gym.make_vec("RLA-TextNav-v0", num_envs=2),
+        ...                                UniformCurriculum("RLA-TextNav-v0", 0.0, 0.5))
+        >>> obs, info = envs.reset(seed=0)
+        >>> bool((info["difficulty"] <= 0.5).all())
+        True
+    """
+
+    def __init__(self, env: VectorEnv, curriculum: Curriculum) -> None:
+        super().__init__(env)
+        mode = env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
+        if mode not in (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP):
+            raise ValueError(f"autoreset_mode must be NEXT_STEP or SAME_STEP, got {mode!r}")
+        self.same_step = mode == AutoresetMode.SAME_STEP
+        self.curriculum = curriculum
+        n = env.num_envs
+        self.running: list[Task] = []  # the task of each sub-env's current episode
+        self.queued: list[Task] = []  # the task pinned for its next episode
+        self._returns = np.zeros(n)
+        self._lengths = np.zeros(n, dtype=np.int64)
+        self._restart = np.zeros(n, dtype=bool)  # NEXT_STEP: these sub-envs reset on the next step
+
+    def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        check_curriculum_options(options)
+        n = self.num_envs
+        self.running = [self.curriculum.next_task(i) for i in range(n)]
+        self.env.set_attr("pinned_task", self.running)
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._check(info)
+        self.queued = [self.curriculum.next_task(i) for i in range(n)]
+        self.env.set_attr("pinned_task", self.queued)
+        self._returns[:] = 0
+        self._lengths[:] = 0
+        self._restart[:] = False
+        return obs, info
+
+    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        obs, rewards, terminated, truncated, info = self.env.step(actions)
+        done = terminated | truncated
+        if self.same_step:
+            self._returns += rewards
+            self._lengths += 1
+            finished, started = np.flatnonzero(done), np.flatnonzero(done)
+            final = info.get("final_info", {})
+        else:
+            started = np.flatnonzero(self._restart)
+            self._returns[started] = self._lengths[started] = 0
+            stepped = ~self._restart
+            self._returns[stepped] += rewards[stepped]
+            self._lengths[stepped] += 1
+            finished = np.flatnonzero(done & stepped)
+            self._restart = done & stepped
+            final = info
+        for i in finished:
+            result = episode_result(self.running[i], sub_info(final, i), self._returns[i], self._lengths[i])
+            self.curriculum.update(result)
+        if self.same_step:
+            self._returns[finished] = self._lengths[finished] = 0
+        if started.size:
+            for i in started:
+                self.running[i] = self.queued[i]
+                self.queued[i] = self.curriculum.next_task(int(i))
+            self.env.set_attr("pinned_task", self.queued)
+        self._check(info)
+        return obs, rewards, terminated, truncated, info
+
+    def _check(self, info: dict[str, Any]) -> None:
+        ran = info["task_id"]
+        for i, task in enumerate(self.running):
+            if ran[i] != task.task_id:
+                raise RuntimeError(f"sub-env {i} ran task {ran[i]}, not the assigned {task.task_id}")
+
+    def metrics(self) -> dict[str, float]:
+        """The curriculum's metrics, for logging."""
+        return self.curriculum.metrics()
