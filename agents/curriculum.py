@@ -60,12 +60,17 @@ class CurriculumVecEnv(VecEnvWrapper):
         self._returns += rewards
         self._lengths += 1
         for i in np.flatnonzero(dones):
-            self.curriculum.update(episode_result(self.running[i], infos[i], self._returns[i], self._lengths[i]))
+            self.curriculum.update(
+                episode_result(self.running[i], infos[i], self._returns[i], self._lengths[i])
+            )
             self._returns[i] = self._lengths[i] = 0
             self.running[i] = self.queued[i]
             self.queued[i] = self.curriculum.next_task(int(i))
             self._assign(int(i), self.queued[i])
-        ran = [self.venv.reset_infos[i]["task_id"] if done else info["task_id"] for i, (done, info) in enumerate(zip(dones, infos))]
+        ran = [
+            self.venv.reset_infos[i]["task_id"] if done else info["task_id"]
+            for i, (done, info) in enumerate(zip(dones, infos, strict=True))
+        ]
         self._check(ran)
         return obs, rewards, dones, infos
 
@@ -91,4 +96,3 @@ class CurriculumLoggingCallback(BaseCallback):
     def _on_rollout_end(self) -> None:
         for key, value in self.curriculum.metrics().items():
             self.logger.record(f"curriculum/{key}", value)
-

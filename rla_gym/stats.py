@@ -18,14 +18,16 @@ def _as_finite_1d(values: Any, name: str) -> np.ndarray:
     array = np.asarray(values, dtype=np.float64).ravel()
     bad = ~np.isfinite(array)
     if bad.any():
-        raise ValueError(f"{name} must be finite, got {array[bad][0]!r} at index {int(np.flatnonzero(bad)[0])}")
+        raise ValueError(
+            f"{name} must be finite, got {array[bad][0].item()!r} at index {int(np.flatnonzero(bad)[0])}"
+        )
     return array
 
 
 def _check_outcomes(outcomes: np.ndarray, name: str) -> None:
     bad = (outcomes != 1) & (outcomes != -1)
     if bad.any():
-        raise ValueError(f"{name} must be +1 or -1, got {outcomes[bad][0]!r}")
+        raise ValueError(f"{name} must be +1 or -1, got {outcomes[bad][0].item()!r}")
 
 
 def error_statistics(predicted: Any, actual: Any) -> dict[str, float]:
@@ -48,7 +50,7 @@ def error_statistics(predicted: Any, actual: Any) -> dict[str, float]:
         raise ValueError("error_statistics needs at least one episode, got none")
     outside = np.abs(pred) > 1
     if outside.any():
-        raise ValueError(f"predicted must be in [-1, 1], got {pred[outside][0]!r}")
+        raise ValueError(f"predicted must be in [-1, 1], got {pred[outside][0].item()!r}")
     _check_outcomes(act, "actual")
     errors = pred - act
     p_over = float(np.mean(errors > 0))

@@ -115,7 +115,9 @@ def test_gymnasium_vector_wrapper_is_exact(mode: str, autoreset: AutoresetMode) 
 def test_sb3_vecenv_adapter_is_exact(vec_env_cls: type) -> None:
     curriculum = RecordingCurriculum()
     # "rla_gym:" makes SubprocVecEnv's forkserver workers import rla_gym, which registers the id
-    venv = CurriculumVecEnv(make_vec_env(f"rla_gym:{ENV_ID}", n_envs=N_ENVS, seed=0, vec_env_cls=vec_env_cls), curriculum)
+    venv = CurriculumVecEnv(
+        make_vec_env(f"rla_gym:{ENV_ID}", n_envs=N_ENVS, seed=0, vec_env_cls=vec_env_cls), curriculum
+    )
     observed: dict[int, list] = defaultdict(list)
     lengths = np.zeros(N_ENVS, dtype=int)
     rng = np.random.default_rng(0)

@@ -18,9 +18,10 @@ def check_positive(value: Any, name: str, *, integer: bool = False) -> Any:
     kind = numbers.Integral if integer else numbers.Real
     if isinstance(value, bool) or not isinstance(value, kind):
         raise TypeError(f"{name} must be a positive {'integer' if integer else 'number'}, got {value!r}")
-    if not (math.isfinite(value) and value > 0):
+    number: Any = value
+    if not (math.isfinite(number) and number > 0):
         raise ValueError(f"{name} must be > 0, got {value!r}")
-    return int(value) if integer else float(value)
+    return int(number) if integer else float(number)
 
 
 def check_band(low: Any, high: Any, names: tuple[str, str]) -> tuple[float, float]:
@@ -64,7 +65,9 @@ class EpisodeResult:
         p = self.rm_outcome_prediction
         if p is not None and not (isinstance(p, numbers.Real) and -1.0 <= p <= 1.0):
             raise ValueError(f"rm_outcome_prediction must be in [-1, 1], got {p!r}")
-        if self.score is not None and not (isinstance(self.score, numbers.Real) and math.isfinite(self.score)):
+        if self.score is not None and not (
+            isinstance(self.score, numbers.Real) and math.isfinite(self.score)
+        ):
             raise ValueError(f"score must be a finite number, got {self.score!r}")
 
     @property
@@ -102,7 +105,7 @@ class Curriculum(abc.ABC):
         self.episodes += 1
         self._learn(result)
 
-    def _learn(self, result: EpisodeResult) -> None:
+    def _learn(self, result: EpisodeResult) -> None:  # noqa: B027  (a hook, not abstract)
         """Strategy-specific learning; the default learns nothing."""
 
     def metrics(self) -> dict[str, float]:

@@ -63,4 +63,8 @@ class LearningProgressCurriculum(Curriculum):
     def metrics(self) -> dict[str, float]:
         w = self.weights()
         centers = (np.arange(self.bins) + 0.5) / self.bins
-        return {**super().metrics(), "expected_difficulty": float(w @ centers), "bins_seen": sum(s > 0 for s in self.seen)}
+        return {
+            **super().metrics(),
+            "expected_difficulty": float(w @ centers),
+            "bins_seen": sum(s > 0 for s in self.seen),
+        }

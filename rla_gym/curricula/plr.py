@@ -132,7 +132,9 @@ class PrioritizedLevelReplay(Curriculum):
             rewards = np.zeros_like(values)
             rewards[-1:] = result.episode_return
         if values.size == 0 or values.shape != rewards.shape:
-            raise ValueError(f"value_estimates ({values.size}) and rewards ({rewards.size}) must match and be non-empty")
+            raise ValueError(
+                f"value_estimates ({values.size}) and rewards ({rewards.size}) must match and be non-empty"
+            )
         advantages = gae(values, rewards, self.gamma, self.gae_lambda)
         if self.score == "positive_value_loss":
             return float(np.maximum(advantages, 0.0).mean())

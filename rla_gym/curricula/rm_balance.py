@@ -93,5 +93,7 @@ class RewardModelBalanceCurriculum(Curriculum):
         return "raise" if delta > 0 else "lower"
 
     def metrics(self) -> dict[str, float]:
-        stats = {k: float(v) for k, v in self.last.items() if k in ("p_over", "p_under", "balance", "mean_error")}
+        stats = {
+            k: float(v) for k, v in self.last.items() if k in ("p_over", "p_under", "balance", "mean_error")
+        }
         return {**super().metrics(), "difficulty": self.difficulty, "changes": self.changes, **stats}

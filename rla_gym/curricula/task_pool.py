@@ -130,7 +130,9 @@ class TaskPoolCurriculum(Curriculum):
 
     @staticmethod
     def _start_round(slot: dict[str, Any], task: Task, direction: int, base_acc: float | None) -> None:
-        slot.update(phase=task, direction=direction, base_acc=base_acc, outcomes=[], predictions=[], assigned=0)
+        slot.update(
+            phase=task, direction=direction, base_acc=base_acc, outcomes=[], predictions=[], assigned=0
+        )
 
     def metrics(self) -> dict[str, float]:
         difficulties = [s["active"].difficulty for s in self.slots]

@@ -64,7 +64,9 @@ class CurriculumWrapper(gym.Wrapper[Any, Any, Any, Any]):
         self._return = 0.0
         self._length = 0
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         check_curriculum_options(options)
         task = self.curriculum.next_task(self.slot)
         self.env.unwrapped.set_task(task)  # type: ignore[attr-defined]

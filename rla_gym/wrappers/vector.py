@@ -14,7 +14,11 @@ from rla_gym.wrappers.curriculum import check_curriculum_options, episode_result
 
 def sub_info(info: dict[str, Any], index: int) -> dict[str, Any]:
     """The info dict of sub-env ``index`` out of a vector env's batched info."""
-    return {k: v[index] for k, v in info.items() if not k.startswith("_") and info.get("_" + k, [True] * (index + 1))[index]}
+    return {
+        k: v[index]
+        for k, v in info.items()
+        if not k.startswith("_") and info.get("_" + k, [True] * (index + 1))[index]
+    }
 
 
 class CurriculumVectorWrapper(VectorWrapper):
@@ -40,6 +44,8 @@ class CurriculumVectorWrapper(VectorWrapper):
         mode = env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
         if mode not in (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP):
             raise ValueError(f"autoreset_mode must be NEXT_STEP or SAME_STEP, got {mode!r}")
+        if not hasattr(env, "set_attr"):
+            raise TypeError(f"CurriculumVectorWrapper needs a vector env with set_attr, got {env!r}")
         self.same_step = mode == AutoresetMode.SAME_STEP
         self.curriculum = curriculum
         n = env.num_envs
@@ -49,15 +55,17 @@ class CurriculumVectorWrapper(VectorWrapper):
         self._lengths = np.zeros(n, dtype=np.int64)
         self._restart = np.zeros(n, dtype=bool)  # NEXT_STEP: these sub-envs reset on the next step
 
-    def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         check_curriculum_options(options)
         n = self.num_envs
         self.running = [self.curriculum.next_task(i) for i in range(n)]
-        self.env.set_attr("pinned_task", self.running)
+        self._pin(self.running)
         obs, info = self.env.reset(seed=seed, options=options)
         self._check(info)
         self.queued = [self.curriculum.next_task(i) for i in range(n)]
-        self.env.set_attr("pinned_task", self.queued)
+        self._pin(self.queued)
         self._returns[:] = 0
         self._lengths[:] = 0
         self._restart[:] = False
@@ -81,7 +89,9 @@ class CurriculumVectorWrapper(VectorWrapper):
             self._restart = done & stepped
             final = info
         for i in finished:
-            result = episode_result(self.running[i], sub_info(final, i), self._returns[i], self._lengths[i])
+            result = episode_result(
+                self.running[i], sub_info(final, int(i)), self._returns[i], self._lengths[i]
+            )
             self.curriculum.update(result)
         if self.same_step:
             self._returns[finished] = self._lengths[finished] = 0
@@ -89,9 +99,14 @@ class CurriculumVectorWrapper(VectorWrapper):
             for i in started:
                 self.running[i] = self.queued[i]
                 self.queued[i] = self.curriculum.next_task(int(i))
-            self.env.set_attr("pinned_task", self.queued)
+            self._pin(self.queued)
         self._check(info)
         return obs, rewards, terminated, truncated, info
+
+    def _pin(self, tasks: list[Task]) -> None:
+        """Pin one task per sub-env; ``set_attr`` reaches each base env (via ``set_wrapper_attr``)."""
+        env: Any = self.env
+        env.set_attr("pinned_task", list(tasks))
 
     def _check(self, info: dict[str, Any]) -> None:
         ran = info["task_id"]

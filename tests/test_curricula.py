@@ -1,0 +1,310 @@
+"""Each strategy's rule on hand-computed cases, parameter validation, and exact resume."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from rla_gym.core import Task
+from rla_gym.curricula import (
+    CURRICULA,
+    EpisodeResult,
+    FixedCurriculum,
+    LearningProgressCurriculum,
+    PrioritizedLevelReplay,
+    RewardModelBalanceCurriculum,
+    SuccessBandCurriculum,
+    TaskPoolCurriculum,
+    UniformCurriculum,
+)
+from rla_gym.curricula.plr import gae
+
+ENV = "RLA-TextNav-v0"
+
+
+def result(task: Task, outcome: int, **kwargs) -> EpisodeResult:
+    return EpisodeResult(task, outcome, 1.0 if outcome == 1 else 0.0, 5, **kwargs)
+
+
+def feed(curriculum, outcomes, **kwargs) -> None:
+    for outcome in outcomes:
+        curriculum.update(result(curriculum.next_task(), outcome, **kwargs))
+
+
+# ---------------------------------------------------------------- fixed / uniform
+def test_fixed_and_uniform_draw_fresh_training_seeds() -> None:
+    fixed = FixedCurriculum(ENV, 0.3, seed=1)
+    tasks = [fixed.next_task() for _ in range(100)]
+    assert {t.difficulty for t in tasks} == {0.3} and len({t.seed for t in tasks}) == 100
+    assert all(t.seed < 2**30 for t in tasks)  # never the held-out range
+    uniform = UniformCurriculum(ENV, 0.2, 0.6)
+    ds = [uniform.next_task().difficulty for _ in range(500)]
+    assert 0.2 <= min(ds) < 0.25 and 0.55 < max(ds) <= 0.6
+
+
+# ---------------------------------------------------------------- success band
+def test_success_band_steps_up_down_and_ignores_stale_episodes() -> None:
+    c = SuccessBandCurriculum(ENV, window=4, step=0.1)
+    stale = c.next_task()  # assigned at d = 0, finishes after the move
+    feed(c, [1, 1, 1, 1])  # rate 1.0 >= 0.8
+    assert c.difficulty == 0.1
+    c.update(result(stale, -1))  # d = 0 episode: must not count at d = 0.1
+    assert c.recent == []
+    feed(c, [1, -1, 1, -1])  # rate 0.5: inside the band, no move
+    assert c.difficulty == 0.1
+    feed(c, [-1, -1, -1, -1])  # window slides to rate 0 <= 0.2
+    assert c.difficulty == 0.0
+    feed(c, [-1] * 8)  # at the lower bound: stays
+    assert c.difficulty == 0.0 and c.moves == 2
+
+
+# ---------------------------------------------------------------- RM balance
+def test_rm_balance_direction_cooldown_and_bounds() -> None:
+    c = RewardModelBalanceCurriculum(ENV, interval=4, start=0.5, cooldown=1)
+    feed(c, [-1] * 4, rm_outcome_prediction=0.5)  # errors +1.5: p_over = 1 > p_under -> raise
+    assert c.difficulty == 0.6 and c.last["decision"] == "raise"
+    feed(c, [1] * 4, rm_outcome_prediction=-0.5)  # p_under = 1, but cooling down
+    assert c.difficulty == 0.6 and c.last["decision"] == "cooldown"
+    feed(c, [1] * 4, rm_outcome_prediction=-0.5)  # now lower
+    assert c.difficulty == 0.5 and c.last["decision"] == "lower"
+    c.cooldown_left = 0
+    for outcome, pred in [(1, 0.2), (1, 0.2), (-1, -0.2), (-1, -0.2)]:  # 2 under, 2 over: balance 1 > 0.8
+        c.update(result(c.next_task(), outcome, rm_outcome_prediction=pred))
+    assert c.difficulty == 0.5 and c.last["decision"] == "keep" and c.last["balance"] == 1.0
+    top = RewardModelBalanceCurriculum(ENV, interval=2, start=1.0, cooldown=0)
+    feed(top, [-1, -1], rm_outcome_prediction=1.0)
+    assert top.difficulty == 1.0 and top.last["decision"] == "at bound"
+
+
+def test_rm_balance_needs_predictions() -> None:
+    c = RewardModelBalanceCurriculum(ENV)
+    with pytest.raises(ValueError, match="needs EpisodeResult.rm_outcome_prediction, got None"):
+        c.update(result(c.next_task(), 1))
+    with pytest.raises(ValueError, match="rm_outcome_prediction must be in \\[-1, 1\\], got nan"):
+        result(c.next_task(), 1, rm_outcome_prediction=float("nan"))
+
+
+# ---------------------------------------------------------------- task pool
+def _pool_round(c: TaskPoolCurriculum, successes: int) -> None:
+    feed(c, [1] * successes + [-1] * (c.rollouts - successes))
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "accepted"),
+    [
+        (10, 5, True),
+        (10, 2, True),
+        (10, 1, False),
+        (10, 0, False),
+        (8, 8, False),
+        (9, 9, False),
+        (8, 7, True),
+    ],
+)
+def test_task_pool_harder_acceptance(first: int, second: int, accepted: bool) -> None:
+    c = TaskPoolCurriculum(ENV, pool_size=1, rollouts_per_task=10, start=0.5)
+    _pool_round(c, first)  # acc >= 0.8: a harder variant becomes pending
+    proposal = c.slots[0]["phase"]
+    assert (
+        c.is_pending(proposal) and proposal.difficulty == 0.6 and proposal.seed == c.slots[0]["active"].seed
+    )
+    _pool_round(c, second)  # accepted iff 0.2 <= acc' < acc and acc' > 0
+    assert (c.slots[0]["active"] == proposal) == accepted
+    assert (c.accepted, c.rejected) == ((1, 0) if accepted else (0, 1))
+    assert c.history[-1]["accepted"] == accepted and not c.is_pending(proposal)
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "accepted"), [(2, 5, True), (0, 8, True), (2, 9, False), (2, 2, False), (1, 0, False)]
+)
+def test_task_pool_easier_acceptance(first: int, second: int, accepted: bool) -> None:
+    c = TaskPoolCurriculum(ENV, pool_size=1, rollouts_per_task=10, start=0.5)
+    _pool_round(c, first)  # acc <= 0.2: an easier variant
+    assert c.slots[0]["phase"].difficulty == 0.4
+    _pool_round(c, second)  # accepted iff acc < acc' <= 0.8 and acc' > 0
+    assert (c.slots[0]["active"].difficulty == 0.4) == accepted
+
+
+def test_task_pool_keeps_mid_accuracy_tasks_and_serves_slots_evenly() -> None:
+    c = TaskPoolCurriculum(ENV, pool_size=3, rollouts_per_task=4)
+    served = [c.next_task() for _ in range(6)]
+    assert [served.count(s["active"]) for s in c.slots] == [2, 2, 2]
+    one = TaskPoolCurriculum(ENV, pool_size=1, rollouts_per_task=4, start=0.3)
+    _pool_round(one, 2)  # acc 0.5: nothing proposed
+    assert one.slots[0]["direction"] == 0 and one.slots[0]["acc"] == 0.5 and not one.history
+
+
+def test_task_pool_rm_scaled_step() -> None:
+    c = TaskPoolCurriculum(ENV, pool_size=1, rollouts_per_task=4, start=0.2, step=0.1, rm_scaled_step=True)
+    feed(c, [1] * 4, rm_outcome_prediction=0.0)  # every error negative: balance 0 -> step 0.2
+    assert math.isclose(c.slots[0]["phase"].difficulty, 0.4)
+
+
+# ---------------------------------------------------------------- PLR
+def test_plr_weights_by_hand() -> None:
+    c = PrioritizedLevelReplay(ENV, score="external", temperature=1.0, staleness_coef=0.5, replay_prob=0.0)
+    for s in (0.2, 0.8, 0.5):
+        c.update(result(c.next_task(), 1, score=s))
+    # ranks: 0.8 -> 1, 0.5 -> 2, 0.2 -> 3; h = 1/rank normalised by 11/6
+    by_score = np.array([1 / 3, 1, 1 / 2]) / (11 / 6)
+    stale = np.array([3 - 1, 3 - 2, 3 - 3]) / 3  # clock 3, levels entered at clocks 1, 2, 3
+    assert np.allclose(c.sampling_weights(), 0.5 * by_score + 0.5 * stale)
+
+
+def test_plr_fill_ratio_replacement_and_replay() -> None:
+    c = PrioritizedLevelReplay(ENV, score="external", buffer_size=2, min_fill_ratio=1.0, replay_prob=1.0)
+    first = c.next_task()
+    c.update(result(first, 1, score=0.1))
+    assert c.next_task() != first  # half full < min fill ratio 1.0: a new task
+    c.update(result(c.next_task(), 1, score=0.5))
+    newcomer = Task(ENV, 0.5, 123)
+    c.update(result(newcomer, 1, score=0.3))  # beats the lowest (0.1): replaces it
+    assert {level["task"] for level in c.levels} >= {newcomer} and first not in {
+        lv["task"] for lv in c.levels
+    }
+    c.update(result(Task(ENV, 0.5, 124), 1, score=0.05))  # too low to enter
+    assert len(c.levels) == 2
+    buffered = {level["task"] for level in c.levels}
+    assert all(c.next_task() in buffered for _ in range(20))  # full and replay_prob 1: replay only
+
+
+def test_plr_positive_value_loss_and_missing_inputs() -> None:
+    values = np.array([0.5, 0.6, 0.7])
+    adv = gae(values, np.array([0.0, 0.0, 1.0]), 0.9, 0.5)
+    d = [0.9 * 0.6 - 0.5, 0.9 * 0.7 - 0.6, 1.0 - 0.7]
+    assert np.allclose(adv, [d[0] + 0.45 * (d[1] + 0.45 * d[2]), d[1] + 0.45 * d[2], d[2]])
+    c = PrioritizedLevelReplay(ENV, gamma=0.9, gae_lambda=0.5)
+    r = EpisodeResult(Task(ENV, 0.1, 1), 1, 1.0, 3, value_estimates=values)  # sparse reward on the last step
+    assert math.isclose(c.episode_score(r), float(np.maximum(adv, 0).mean()))
+    with pytest.raises(ValueError, match="needs EpisodeResult.value_estimates"):
+        c.update(result(c.next_task(), 1))
+    with pytest.raises(ValueError, match="needs EpisodeResult.rm_outcome_prediction"):
+        PrioritizedLevelReplay(ENV, score="rm_error").update(result(Task(ENV, 0, 1), 1))
+    assert (
+        PrioritizedLevelReplay(ENV, score="rm_error").episode_score(
+            result(Task(ENV, 0, 1), -1, rm_outcome_prediction=0.5)
+        )
+        == 1.5
+    )
+
+
+# ---------------------------------------------------------------- learning progress
+def test_learning_progress_ema_by_hand_and_sampling() -> None:
+    c = LearningProgressCurriculum(ENV, bins=2, ema_alpha=0.5, explore=0.0)
+    c.update(result(Task(ENV, 0.1, 1), 1))  # bin 0: fast 0.5, slow 0.25
+    c.update(result(Task(ENV, 0.1, 2), 1))  # fast 0.75, slow 0.5
+    assert (c.fast[0], c.slow[0]) == (0.75, 0.5)
+    assert c.weights().tolist() == [0.5, 0.5]  # bin 1 unseen gets the largest progress, 0.25
+    c.update(result(Task(ENV, 0.9, 3), -1))  # bin 1: fast 0, slow 0: no progress
+    assert c.weights().tolist() == [1.0, 0.0]
+    assert all(c.next_task().difficulty < 0.5 for _ in range(50))
+
+
+# ---------------------------------------------------------------- validation
+BAD = [
+    (
+        SuccessBandCurriculum,
+        {"alpha_low": 0.8, "alpha_high": 0.2},
+        ValueError,
+        "alpha_low must be < alpha_high",
+    ),
+    (SuccessBandCurriculum, {"step": 0.0}, ValueError, "step must be > 0, got 0.0"),
+    (SuccessBandCurriculum, {"step": float("nan")}, ValueError, "step must be > 0, got nan"),
+    (SuccessBandCurriculum, {"bounds": (0.5, 0.2)}, ValueError, "bounds\\[0\\] must be < bounds\\[1\\]"),
+    (SuccessBandCurriculum, {"window": 0}, ValueError, "window must be > 0, got 0"),
+    (RewardModelBalanceCurriculum, {"interval": 0}, ValueError, "interval must be > 0, got 0"),
+    (
+        RewardModelBalanceCurriculum,
+        {"bounds": (-0.1, 1.0)},
+        ValueError,
+        "bounds\\[0\\] must be in \\[0, 1\\], got -0.1",
+    ),
+    (
+        RewardModelBalanceCurriculum,
+        {"bounds": (0.1, 1.5)},
+        ValueError,
+        "bounds\\[1\\] must be in \\[0, 1\\], got 1.5",
+    ),
+    (
+        RewardModelBalanceCurriculum,
+        {"balance_threshold": float("nan")},
+        ValueError,
+        "balance_threshold .* got nan",
+    ),
+    (RewardModelBalanceCurriculum, {"start": 0.05}, ValueError, "start must lie within bounds"),
+    (RewardModelBalanceCurriculum, {"cooldown": -1}, ValueError, "cooldown must be a non-negative integer"),
+    (TaskPoolCurriculum, {"alpha_low": 0.5, "alpha_high": 0.5}, ValueError, "alpha_low must be < alpha_high"),
+    (TaskPoolCurriculum, {"pool_size": 2.5}, TypeError, "pool_size must be a positive integer, got 2.5"),
+    (PrioritizedLevelReplay, {"score": "regret"}, ValueError, "score must be one of"),
+    (PrioritizedLevelReplay, {"replay_prob": 1.5}, ValueError, "replay_prob must be in \\[0, 1\\], got 1.5"),
+    (PrioritizedLevelReplay, {"temperature": 0}, ValueError, "temperature must be > 0, got 0"),
+    (LearningProgressCurriculum, {"ema_alpha": 0.0}, ValueError, "ema_alpha must be > 0"),
+    (UniformCurriculum, {"low": 0.7, "high": 0.3}, ValueError, "low must be < high"),
+    (FixedCurriculum, {"difficulty": float("nan")}, ValueError, "difficulty must be in \\[0, 1\\], got nan"),
+]
+
+
+@pytest.mark.parametrize(("cls", "kwargs", "error", "match"), BAD)
+def test_bad_parameters_are_named(cls, kwargs, error, match) -> None:
+    if cls is FixedCurriculum:
+        kwargs = {"difficulty": kwargs["difficulty"]}
+    with pytest.raises(error, match=match):
+        cls(ENV, **kwargs)
+
+
+def test_results_for_another_env_are_refused() -> None:
+    with pytest.raises(ValueError, match="serves 'RLA-TextNav-v0'"):
+        FixedCurriculum(ENV, 0.1).update(result(Task("RLA-Other-v0", 0.1, 1), 1))
+
+
+# ---------------------------------------------------------------- state round trip
+def _make(name: str):
+    kwargs = {
+        "fixed": {"difficulty": 0.2},
+        "plr": {"buffer_size": 8},
+        "task-pool": {"pool_size": 3, "rollouts_per_task": 3},
+        "rm-balance": {"interval": 4},
+        "success-band": {"window": 4},
+    }.get(name, {})
+    return CURRICULA[name](ENV, seed=7, **kwargs)
+
+
+def _synthetic(task: Task, k: int) -> EpisodeResult:
+    """A deterministic episode outcome that makes every strategy move."""
+    success = (task.seed + k) % 3 != 0 if task.difficulty < 0.5 else (task.seed + k) % 4 == 0
+    return EpisodeResult(
+        task,
+        1 if success else -1,
+        float(success),
+        4 + k % 5,
+        rm_outcome_prediction=0.9 if k % 2 else -0.3,
+        value_estimates=np.linspace(0.1, 0.4 + k % 3 / 10, 4),
+        score=(k % 7) / 7,
+    )
+
+
+def _drive(curriculum, start: int, stop: int) -> list:
+    trace = []
+    for k in range(start, stop):
+        task = curriculum.next_task(k % 4)
+        curriculum.update(_synthetic(task, k))
+        trace.append((task.task_id, json.dumps(curriculum.metrics(), sort_keys=True)))
+    return trace
+
+
+@pytest.mark.parametrize("name", sorted(CURRICULA))
+def test_state_dict_round_trip_resumes_identically(name: str) -> None:
+    original = _make(name)
+    _drive(original, 0, 150)
+    snapshot = json.loads(json.dumps(original.state_dict()))
+    resumed = _make(name)
+    resumed.load_state_dict(snapshot)
+    assert _drive(original, 150, 300) == _drive(resumed, 150, 300)
+
+
+def test_state_of_another_kind_is_refused() -> None:
+    with pytest.raises(ValueError, match="state is for 'FixedCurriculum'"):
+        UniformCurriculum(ENV).load_state_dict(FixedCurriculum(ENV, 0.1).state_dict())
