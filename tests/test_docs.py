@@ -22,3 +22,24 @@ def test_every_env_page_is_in_the_nav() -> None:
     nav = (ROOT / "mkdocs.yml").read_text()
     for env_id in rla_gym.ENV_IDS:
         assert f"{env_id}: envs/" in nav
+
+
+def test_write_your_own_curriculum_tutorial_runs(capsys) -> None:
+    import re
+
+    page = (ROOT / "docs" / "curricula" / "custom.md").read_text()
+    (code,) = re.findall(r"```python\n(.*?)```", page, flags=re.S)
+    assert len(code.strip().splitlines()) <= 30
+    namespace: dict = {}
+    exec(compile(code, "custom.md", "exec"), namespace)
+    assert namespace["env"].curriculum.difficulty >= 0.5  # the oracle always succeeds: it climbs
+    assert "difficulty reached:" in capsys.readouterr().out
+
+
+def test_every_curriculum_has_a_page() -> None:
+    from rla_gym.curricula import CURRICULA
+
+    nav = (ROOT / "mkdocs.yml").read_text()
+    for name, cls in CURRICULA.items():
+        assert f"{cls.__name__}: curricula/{name}.md" in nav
+        assert (ROOT / "docs" / "curricula" / f"{name}.md").exists()

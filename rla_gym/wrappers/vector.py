@@ -77,16 +77,22 @@ class CurriculumVectorWrapper(VectorWrapper):
         if self.same_step:
             self._returns += rewards
             self._lengths += 1
-            finished, started = np.flatnonzero(done), np.flatnonzero(done)
+            finished = started = np.flatnonzero(done)
             final = info.get("final_info", {})
         else:
-            started = np.flatnonzero(self._restart)
-            self._returns[started] = self._lengths[started] = 0
-            stepped = ~self._restart
-            self._returns[stepped] += rewards[stepped]
-            self._lengths[stepped] += 1
-            finished = np.flatnonzero(done & stepped)
-            self._restart = done & stepped
+            if self._restart.any():  # those sub-envs only reset in this step: nothing to count
+                started = np.flatnonzero(self._restart)
+                self._returns[started] = self._lengths[started] = 0
+                stepped = ~self._restart
+                self._returns[stepped] += rewards[stepped]
+                self._lengths[stepped] += 1
+                done = done & stepped
+            else:
+                started = np.empty(0, dtype=np.int64)
+                self._returns += rewards
+                self._lengths += 1
+            finished = np.flatnonzero(done)
+            self._restart = done
             final = info
         for i in finished:
             result = episode_result(
