@@ -38,7 +38,9 @@ def demo(settings: DemoSettings) -> list[dict[str, Any]]:
     """Print and return one row per difficulty: optimal length, oracle and random success, speed."""
     from rla_gym.evaluation import evaluate, heldout_seeds, oracle_agent, random_agent
 
-    env = gym.make(settings.env)
+    if settings.episodes < 1:
+        raise ValueError(f"episodes must be >= 1, got {settings.episodes}")
+    env = _make_rla_env(settings.env)
     seeds = heldout_seeds(settings.episodes)
     rows = []
     header = (
@@ -69,15 +71,18 @@ def demo(settings: DemoSettings) -> list[dict[str, Any]]:
 
 def play(settings: PlaySettings, read: Callable[[str], str] = input) -> bool:
     """Play an episode: type a command's number or name; 'q' quits. Returns success."""
-    env = gym.make(settings.env, difficulty=settings.difficulty, obs_mode="text")
-    names = env.unwrapped.action_names  # type: ignore[attr-defined]
+    env = _make_rla_env(settings.env, difficulty=settings.difficulty, obs_mode="text")
+    names = [name.lower() for name in env.unwrapped.action_names]  # type: ignore[attr-defined]
     obs, info = env.reset(seed=settings.seed)
     print(f"Optimal solution: {info['optimal_len']} commands; budget {info['step_budget']}.")
     while True:
         print("\n" + obs)
         admissible = [a for a, ok in enumerate(info["action_mask"]) if ok]
         print("Commands: " + ", ".join(f"[{a}] {names[a]}" for a in admissible))
-        answer = read("> ").strip()
+        try:
+            answer = read("> ").strip().lower()
+        except EOFError:  # Ctrl-D or the end of piped input
+            answer = "q"
         if answer in {"q", "quit"}:
             return False
         action = int(answer) if answer.isdigit() else names.index(answer) if answer in names else -1
@@ -88,6 +93,15 @@ def play(settings: PlaySettings, read: Callable[[str], str] = input) -> bool:
         if terminated or truncated:
             print("\n" + obs + ("\nSuccess!" if info["is_success"] else "\nOut of steps."))
             return bool(info["is_success"])
+
+
+def _make_rla_env(env_id: str, **kwargs: Any) -> gym.Env[Any, Any]:
+    from rla_gym.core import RLAEnv
+
+    env = gym.make(env_id, **kwargs)
+    if not isinstance(env.unwrapped, RLAEnv):
+        raise ValueError(f"{env_id!r} is not an rla-gym environment (see rla_gym.ENV_IDS)")
+    return env
 
 
 COMMANDS: dict[str, tuple[type, Callable[[Any], Any]]] = {
@@ -135,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in args.items() if k in fields}
     try:
         run(settings_cls(**kwargs))
-    except (ValueError, TypeError) as error:
+    except (ValueError, TypeError, gym.error.Error) as error:
         print(f"rla: error: {error}", file=sys.stderr)
         return 2
     return 0

@@ -40,6 +40,12 @@ def check_difficulty(value: Any, name: str = "difficulty") -> float:
     return result
 
 
+def normalize_difficulty(value: Any) -> float:
+    """:func:`check_difficulty`, rounded to 6 decimals so that 0.7, np.float32(0.7) and
+    0.1 + 0.6 name the same task."""
+    return round(check_difficulty(value), 6)
+
+
 def check_task_seed(value: Any) -> int:
     """Return ``value`` as an int in [0, 2**31), or raise naming the bad value."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
@@ -67,7 +73,7 @@ class Task:
     def __post_init__(self) -> None:
         if not isinstance(self.env_id, str) or not self.env_id:
             raise TypeError(f"env_id must be a non-empty string, got {self.env_id!r}")
-        object.__setattr__(self, "difficulty", check_difficulty(self.difficulty))
+        object.__setattr__(self, "difficulty", normalize_difficulty(self.difficulty))
         object.__setattr__(self, "seed", check_task_seed(self.seed))
         key = f"{self.env_id}|{self.difficulty!r}|{self.seed}".encode()
         object.__setattr__(self, "task_id", hashlib.blake2b(key, digest_size=8).hexdigest())
@@ -109,7 +115,7 @@ class RLAEnv(gym.Env[Any, np.int64]):
             )
         self.obs_mode = obs_mode
         self.render_mode = render_mode
-        self._difficulty = check_difficulty(difficulty)
+        self._difficulty = normalize_difficulty(difficulty)
         self._pinned_task: Task | None = None
         self._task: Task | None = None
         self._mask_list: list[int] = [0] * len(self.action_names)
@@ -150,7 +156,7 @@ class RLAEnv(gym.Env[Any, np.int64]):
 
     def set_difficulty(self, difficulty: float) -> None:
         """Sample tasks at ``difficulty`` from the next reset on; unpins any pinned task."""
-        self._difficulty = check_difficulty(difficulty)
+        self._difficulty = normalize_difficulty(difficulty)
         self._pinned_task = None
 
     def set_task(self, task: Task | None) -> None:
@@ -190,10 +196,14 @@ class RLAEnv(gym.Env[Any, np.int64]):
         (as :meth:`set_task`); both persist for later resets.
         """
         super().reset(seed=seed)
+        if options is not None and not isinstance(options, dict):
+            raise TypeError(f"options must be a dict or None, got {options!r}")
         if options:
             unknown = set(options) - {"difficulty", "task"}
             if unknown:
                 raise ValueError(f"unknown reset options {sorted(unknown)}; use 'difficulty' or 'task'")
+            if len(options) == 2:
+                raise ValueError(f"give either 'task' or 'difficulty' in options, not both: {options!r}")
             if "task" in options:
                 self.set_task(options["task"])
             if "difficulty" in options:
@@ -239,6 +249,8 @@ class RLAEnv(gym.Env[Any, np.int64]):
 
     def action_masks(self) -> np.ndarray:
         """Boolean mask of admissible commands (read by sb3-contrib's MaskablePPO)."""
+        if self._task is None:
+            raise RuntimeError("action_masks() called before reset()")
         return self._mask.astype(bool)
 
     def render(self) -> Any:

@@ -51,20 +51,30 @@ def heldout_seeds(count: int, offset: int = 0) -> list[int]:
 def evaluate(
     env: gym.Env[Any, Any], agent: Agent, difficulty: float, task_seeds: Sequence[int], seed: int = 0
 ) -> EvaluationResult:
-    """Run ``agent`` once on each task (difficulty, task seed) of ``env``; time includes resets."""
-    base = env.unwrapped
+    """Run ``agent`` once on each task (difficulty, task seed) of ``env``; time includes resets.
+
+    The env's own pinned task, or difficulty, is restored afterwards.
+    """
+    base: Any = env.unwrapped
+    pinned, previous = base.pinned_task, base.difficulty
     rng = np.random.default_rng(seed)
     successes, lengths, optimal = 0, 0, 0
     start = time.perf_counter()
-    for task_seed in task_seeds:
-        obs, info = env.reset(options={"task": base.make_task(difficulty, task_seed)})  # type: ignore[attr-defined]
-        optimal += info["optimal_len"]
-        done = False
-        while not done:
-            obs, _, terminated, truncated, info = env.step(agent(obs, info, rng))
-            lengths += 1
-            done = terminated or truncated
-        successes += bool(info["is_success"])
+    try:
+        for task_seed in task_seeds:
+            obs, info = env.reset(options={"task": base.make_task(difficulty, task_seed)})
+            optimal += info["optimal_len"]
+            done = False
+            while not done:
+                obs, _, terminated, truncated, info = env.step(agent(obs, info, rng))
+                lengths += 1
+                done = terminated or truncated
+            successes += bool(info["is_success"])
+    finally:
+        if pinned is not None:
+            base.set_task(pinned)
+        else:
+            base.set_difficulty(previous)
     elapsed = time.perf_counter() - start
     n = max(len(task_seeds), 1)
     return EvaluationResult(len(task_seeds), successes / n, lengths / n, optimal / n, lengths / elapsed)

@@ -26,9 +26,30 @@ def test_parser_is_generated_from_the_settings() -> None:
     assert build_parser().parse_args(["play", "--seed", "4"]).seed == 4
 
 
-def test_bad_cli_values_give_a_clear_error(capsys) -> None:
-    assert main(["demo", "--difficulties", "1.5", "--episodes", "2"]) == 2
-    assert "difficulty must be in [0, 1], got 1.5" in capsys.readouterr().err
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["demo", "--difficulties", "1.5", "--episodes", "2"], "difficulty must be in [0, 1], got 1.5"),
+        (["demo", "--episodes", "0"], "episodes must be >= 1, got 0"),
+        (["demo", "--env", "CartPole-v1", "--episodes", "1"], "'CartPole-v1' is not an rla-gym environment"),
+        (["demo", "--env", "Nope-v0"], "Nope"),
+        (["play", "--seed", "-1"], "Seed must be greater or equal to zero"),
+    ],
+)
+def test_bad_cli_values_give_a_clear_error(capsys, argv, message) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rla: error:") and message in err
+
+
+def test_play_quits_cleanly_at_end_of_input() -> None:
+    def closed(prompt: str) -> str:
+        raise EOFError
+
+    assert play(PlaySettings(seed=0), read=closed) is False
+
+
+def test_unparsable_cli_values_exit_with_usage() -> None:
     with pytest.raises(SystemExit):
         main(["demo", "--episodes", "many"])
 
@@ -41,7 +62,7 @@ def test_play_follows_typed_commands(capsys) -> None:
     answers = []
     while True:  # the oracle's commands for the same seeded episode, typed by name and number
         action = info["oracle_actions"][0]
-        answers.append(env.unwrapped.action_names[action] if len(answers) % 2 else str(action))
+        answers.append(env.unwrapped.action_names[action].upper() if len(answers) % 2 else str(action))
         _, _, terminated, truncated, info = env.step(action)
         if terminated or truncated:
             break

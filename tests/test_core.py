@@ -100,6 +100,45 @@ def test_bad_constructor_arguments() -> None:
         TextNavEnv(render_mode="video")
 
 
+def test_conflicting_or_malformed_options_change_nothing() -> None:
+    env = gym.make("RLA-TextNav-v0", difficulty=0.2)
+    task = env.unwrapped.make_task(0.5, 3)
+    with pytest.raises(ValueError, match="either 'task' or 'difficulty'"):
+        env.reset(options={"task": task, "difficulty": 0.9})
+    with pytest.raises(TypeError, match="options must be a dict"):
+        env.reset(options=["difficulty"])
+    with pytest.raises(ValueError, match="got 9"):
+        env.reset(options={"difficulty": 9})
+    assert env.unwrapped.pinned_task is None and env.unwrapped.difficulty == 0.2
+
+
+def test_float32_and_rounding_noise_name_the_same_task() -> None:
+    assert (
+        Task("RLA-TextNav-v0", np.float32(0.7), 1)
+        == Task("RLA-TextNav-v0", 0.1 + 0.6, 1)
+        == Task("RLA-TextNav-v0", 0.7, 1)
+    )
+    env = gym.make("RLA-TextNav-v0", difficulty=np.float32(0.7))
+    assert env.reset(seed=0)[1]["difficulty"] == 0.7 and env.unwrapped._locked  # the d >= 0.7 lock exists
+
+
+def test_action_masks_before_reset_raises() -> None:
+    with pytest.raises(RuntimeError, match="before reset"):
+        TextNavEnv().action_masks()
+
+
+def test_evaluate_restores_the_envs_own_task() -> None:
+    from rla_gym.evaluation import evaluate, heldout_seeds, oracle_agent
+
+    env = gym.make("RLA-TextNav-v0", difficulty=0.3)
+    evaluate(env, oracle_agent, 0.9, heldout_seeds(3))
+    assert env.unwrapped.pinned_task is None and env.unwrapped.difficulty == 0.3
+    task = env.unwrapped.make_task(0.4, 8)
+    env.unwrapped.set_task(task)
+    evaluate(env, oracle_agent, 0.9, heldout_seeds(3))
+    assert env.unwrapped.pinned_task == task
+
+
 def test_bad_tasks_and_options() -> None:
     env = gym.make("RLA-TextNav-v0")
     with pytest.raises(ValueError, match="not 'RLA-TextNav-v0'"):

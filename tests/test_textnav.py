@@ -115,7 +115,9 @@ def test_rgb_array_render_is_a_map() -> None:
     frame = env.render()
     assert frame.dtype == np.uint8 and frame.ndim == 3 and frame.shape[2] == 3
     assert (frame == (60, 90, 230)).all(axis=2).any()  # the agent's room is drawn
-    assert gym.make("RLA-TextNav-v0", render_mode="ansi").unwrapped is not None
+    ansi = gym.make("RLA-TextNav-v0", render_mode="ansi", obs_mode="text")
+    text, _ = ansi.reset(seed=0)
+    assert ansi.render() == text
 
 
 @settings(max_examples=60, deadline=None)
@@ -144,3 +146,38 @@ def test_any_action_sequence_keeps_the_contract(seed, difficulty, obs_mode, acti
         if terminated or truncated:
             assert info["outcome"] == (1 if terminated else -1)
             obs, info = env.reset()
+
+
+def _expected_cells(d: float) -> dict[str, str]:
+    k = textnav_knobs(d)
+
+    def short(x: float) -> str:
+        text = f"{x:.2f}".rstrip("0").rstrip(".")
+        return text[1:] if text.startswith("0.") else text
+
+    factor = f"{k.budget_factor:.1f}".removesuffix(".0")
+    return {
+        "rooms": str(k.rooms),
+        "route length band": f"{k.route_min}-{k.route_max}",
+        "dead-end rooms": f"{k.rooms - k.route_max - 1}-{k.rooms - k.route_min - 1}",
+        "distractor objects": str(k.distractors),
+        "closed-door probability": short(k.closed_door_prob),
+        "locked door": "yes" if k.locked_door else "no",
+        'share of "bring"': short(k.bring_prob),
+        "goal detail": k.directions,
+        "exit descriptions": "yes" if k.name_exits else "no",
+        "step budget": f"{factor}x" + (f"+{k.budget_slack}" if k.budget_slack else ""),
+    }
+
+
+def test_docstring_knob_table_matches_the_knob_function() -> None:
+    rows = [line.strip() for line in TextNavEnv.__doc__.splitlines() if line.strip().startswith("| ")]
+    columns = {d: _expected_cells(d) for d in (0.0, 0.25, 0.5, 0.75, 1.0)}
+    checked = 0
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        for label in columns[0.0]:
+            if cells[0].startswith(label):
+                assert cells[2:] == [columns[d][label] for d in columns], (label, cells[2:])
+                checked += 1
+    assert checked == len(columns[0.0])

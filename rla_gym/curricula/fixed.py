@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rla_gym.core import Task, check_difficulty
+from rla_gym.core import Task, normalize_difficulty
 from rla_gym.curricula.base import Curriculum, check_band
 
 
@@ -17,7 +17,7 @@ class FixedCurriculum(Curriculum):
 
     def __init__(self, env_id: str, difficulty: float, *, seed: int = 0) -> None:
         super().__init__(env_id, seed=seed)
-        self.difficulty = check_difficulty(difficulty)
+        self.difficulty = normalize_difficulty(difficulty)
 
     def next_task(self, slot: int = 0) -> Task:
         return self.new_task(self.difficulty)

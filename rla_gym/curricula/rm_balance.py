@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rla_gym.core import Task, check_difficulty
+from rla_gym.core import Task, check_difficulty, normalize_difficulty
 from rla_gym.curricula.base import Curriculum, EpisodeResult, check_band, check_positive
 from rla_gym.stats import error_statistics
 
@@ -50,7 +50,9 @@ class RewardModelBalanceCurriculum(Curriculum):
         if isinstance(cooldown, bool) or not isinstance(cooldown, int) or cooldown < 0:
             raise ValueError(f"cooldown must be a non-negative integer, got {cooldown!r}")
         self.cooldown = cooldown
-        self.difficulty = self.low if start is None else check_difficulty(start, "start")
+        self.difficulty = normalize_difficulty(
+            self.low if start is None else check_difficulty(start, "start")
+        )
         if not self.low <= self.difficulty <= self.high:
             raise ValueError(f"start must lie within bounds {bounds!r}, got {start!r}")
         self.predicted: list[float] = []
@@ -86,7 +88,7 @@ class RewardModelBalanceCurriculum(Curriculum):
         if stats["balance"] > self.balance_threshold:
             return "keep"
         delta = self.step if stats["p_over"] > stats["p_under"] else -self.step
-        target = round(min(max(self.difficulty + delta, self.low), self.high), 9)
+        target = normalize_difficulty(min(max(self.difficulty + delta, self.low), self.high))
         if target == self.difficulty:
             return "at bound"
         self.difficulty, self.cooldown_left, self.changes = target, self.cooldown, self.changes + 1

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rla_gym.core import Task, check_difficulty
+from rla_gym.core import Task, check_difficulty, normalize_difficulty
 from rla_gym.curricula.base import Curriculum, EpisodeResult, check_band, check_positive
 
 
@@ -43,7 +43,7 @@ class SuccessBandCurriculum(Curriculum):
         self.low, self.high = check_band(*bounds, ("bounds[0]", "bounds[1]"))
         self.step = check_positive(step, "step")
         self.window = check_positive(window, "window", integer=True)
-        self.difficulty = check_difficulty(start, "start")
+        self.difficulty = normalize_difficulty(check_difficulty(start, "start"))
         if not self.low <= self.difficulty <= self.high:
             raise ValueError(f"start must lie within bounds {bounds!r}, got {start!r}")
         self.recent: list[int] = []
@@ -65,7 +65,7 @@ class SuccessBandCurriculum(Curriculum):
             target = min(self.difficulty + self.step, self.high)
         elif rate <= self.alpha_low:
             target = max(self.difficulty - self.step, self.low)
-        target = round(target, 9)
+        target = normalize_difficulty(target)
         if target != self.difficulty:
             self.difficulty, self.recent, self.moves = target, [], self.moves + 1
 

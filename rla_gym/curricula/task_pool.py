@@ -125,7 +125,7 @@ class TaskPoolCurriculum(Curriculum):
         return self.step * (2.0 - balance)
 
     def _propose(self, slot: dict[str, Any], difficulty: float, direction: int, acc: float) -> None:
-        variant = Task(self.env_id, round(difficulty, 9), slot["active"].seed)
+        variant = Task(self.env_id, difficulty, slot["active"].seed)
         self._start_round(slot, variant, direction, acc)
 
     @staticmethod

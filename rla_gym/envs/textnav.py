@@ -65,21 +65,26 @@ class TextNavKnobs:
     budget_slack: int
 
 
+def _half_up(x: float) -> int:
+    """Round half up (Python's round() goes to even: round(2.5) == 2)."""
+    return math.floor(x + 0.5)
+
+
 def textnav_knobs(difficulty: float) -> TextNavKnobs:
     """The documented, monotone map from difficulty to knobs (the table in the docstring)."""
     d = check_difficulty(difficulty)
     return TextNavKnobs(
-        rooms=round(4 * 16**d),
-        route_min=1 + round(5 * d),
-        route_max=2 + round(10 * d),
-        distractors=round(6 * d),
+        rooms=_half_up(4 * 16**d),
+        route_min=1 + _half_up(5 * d),
+        route_max=2 + _half_up(10 * d),
+        distractors=_half_up(6 * d),
         closed_door_prob=0.0 if d < 0.4 else 0.15 + 0.35 * (d - 0.4) / 0.6,
         locked_door=d >= 0.7,
         bring_prob=0.0 if d < 0.2 else 0.25 + 0.35 * (d - 0.2) / 0.8,
         directions="live" if d < 0.2 else "route" if d < 0.35 else "half route" if d < 0.5 else "none",
         name_exits=d < 0.5,
         budget_factor=4.0 - 2.5 * d,
-        budget_slack=round(8 * (1 - d)),
+        budget_slack=_half_up(8 * (1 - d)),
     )
 
 
@@ -97,13 +102,13 @@ class TextNavEnv(RLAEnv):
     ``difficulty`` d in [0, 1] sets every knob through one monotone table
     (:func:`textnav_knobs`):
 
-    | knob | formula | d=0 | 0.25 | 0.5 | 0.75 | 1 |
+    | knob | formula (round = half up) | d=0 | 0.25 | 0.5 | 0.75 | 1 |
     |---|---|---|---|---|---|---|
     | rooms | round(4 * 16^d) | 4 | 8 | 16 | 32 | 64 |
-    | route length band (moves start to goal room) | [1 + round(5d), 2 + round(10d)] | 1-2 | 2-4 | 4-7 | 5-9 | 6-12 |
-    | dead-end rooms | rooms - route - 1 | 1-2 | 3-5 | 8-11 | 22-26 | 51-57 |
-    | distractor objects | round(6d) | 0 | 2 | 3 | 4 | 6 |
-    | closed-door probability per door | 0 below 0.4, then 0.15 + 0.35 (d-0.4)/0.6 | 0 | 0 | .21 | .33 | .5 |
+    | route length band (moves start to goal room) | [1 + round(5d), 2 + round(10d)] | 1-2 | 2-5 | 4-7 | 5-10 | 6-12 |
+    | dead-end rooms | rooms - route - 1 | 1-2 | 2-5 | 8-11 | 21-26 | 51-57 |
+    | distractor objects | round(6d) | 0 | 2 | 3 | 5 | 6 |
+    | closed-door probability per door | 0 below 0.4, then 0.15 + 0.35 (d-0.4)/0.6 | 0 | 0 | .21 | .35 | .5 |
     | locked door on the route (key to fetch) | d >= 0.7 | no | no | no | yes | yes |
     | share of "bring" tasks | 0 below 0.2, then 0.25 + 0.35 (d-0.2)/0.8 | 0 | .27 | .38 | .49 | .6 |
     | goal detail (directions) | live below .2, route below .35, half route below .5, none | live | route | none | none | none |
