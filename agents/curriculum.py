@@ -17,8 +17,9 @@ class CurriculumVecEnv(VecEnvWrapper):
 
     SB3 resets a finished sub-env inside the same ``step`` without options, so each
     sub-env always holds its *next* task, set through ``env_method("set_task", ...)`` (never
-    ``set_attr``, which only sets the outermost wrapper). Every step checks that each
-    sub-env runs the task assigned to it; each finished episode is reported exactly once.
+    ``set_attr``, which only sets the outermost wrapper). Whenever an episode starts, the
+    adapter checks that the sub-env runs the task assigned to it; each finished episode is
+    reported exactly once.
 
     Example:
         >>> import rla_gym
@@ -47,7 +48,8 @@ class CurriculumVecEnv(VecEnvWrapper):
         for i, task in enumerate(self.running):
             self._assign(i, task)
         obs = self.venv.reset()
-        self._check([info["task_id"] for info in self.venv.reset_infos])
+        for i, info in enumerate(self.venv.reset_infos):
+            self._check(i, info["task_id"])
         self.queued = [self.curriculum.next_task(i) for i in range(self.num_envs)]
         for i, task in enumerate(self.queued):
             self._assign(i, task)
@@ -65,19 +67,15 @@ class CurriculumVecEnv(VecEnvWrapper):
             )
             self._returns[i] = self._lengths[i] = 0
             self.running[i] = self.queued[i]
+            self._check(int(i), self.venv.reset_infos[i]["task_id"])  # the episode SB3 just started
             self.queued[i] = self.curriculum.next_task(int(i))
             self._assign(int(i), self.queued[i])
-        ran = [
-            self.venv.reset_infos[i]["task_id"] if done else info["task_id"]
-            for i, (done, info) in enumerate(zip(dones, infos, strict=True))
-        ]
-        self._check(ran)
         return obs, rewards, dones, infos
 
-    def _check(self, ran: list[str]) -> None:
-        for i, task in enumerate(self.running):
-            if ran[i] != task.task_id:
-                raise RuntimeError(f"sub-env {i} ran task {ran[i]}, not the assigned {task.task_id}")
+    def _check(self, i: int, ran: str) -> None:
+        """A task can only change when an episode starts: check each new episode's task."""
+        if ran != self.running[i].task_id:
+            raise RuntimeError(f"sub-env {i} ran task {ran}, not the assigned {self.running[i].task_id}")
 
     def metrics(self) -> dict[str, float]:
         return self.curriculum.metrics()

@@ -15,6 +15,8 @@ from rla_gym.curricula.rm_balance import RewardModelBalanceCurriculum
 
 #: One step of a trajectory as handed to ``predict_outcome``: (observation, action, next observation).
 Step = tuple[Any, Any, Any]
+#: The last-step info keys that make up an EpisodeResult.
+RESULT_KEYS = ("outcome", "rm_outcome_prediction", "rm_votes")
 
 
 def episode_result(task: Task, info: Mapping[str, Any], episode_return: float, length: int) -> EpisodeResult:

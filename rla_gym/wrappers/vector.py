@@ -9,16 +9,12 @@ from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
 from rla_gym.core import Task
 from rla_gym.curricula.base import Curriculum
-from rla_gym.wrappers.curriculum import check_curriculum_options, episode_result
+from rla_gym.wrappers.curriculum import RESULT_KEYS, check_curriculum_options, episode_result
 
 
-def sub_info(info: dict[str, Any], index: int) -> dict[str, Any]:
-    """The info dict of sub-env ``index`` out of a vector env's batched info."""
-    return {
-        k: v[index]
-        for k, v in info.items()
-        if not k.startswith("_") and info.get("_" + k, [True] * (index + 1))[index]
-    }
+def sub_info(info: dict[str, Any], index: int, keys: tuple[str, ...]) -> dict[str, Any]:
+    """The ``keys`` of sub-env ``index``'s info, out of a vector env's batched info."""
+    return {k: info[k][index] for k in keys if k in info and info["_" + k][index]}
 
 
 class CurriculumVectorWrapper(VectorWrapper):
@@ -26,8 +22,8 @@ class CurriculumVectorWrapper(VectorWrapper):
 
     Autoreset calls ``reset()`` without options, so every sub-env always holds its *next*
     task, pinned through ``set_attr("pinned_task", ...)`` as soon as its current episode
-    starts. Every step checks that each sub-env runs the task assigned to it, and each
-    finished episode is reported to the curriculum exactly once.
+    starts. Whenever an episode starts, the adapter checks that the sub-env runs the task
+    assigned to it; each finished episode is reported to the curriculum exactly once.
 
     Example:
         >>> import gymnasium as gym, rla_gym
@@ -63,7 +59,7 @@ class CurriculumVectorWrapper(VectorWrapper):
         self.running = [self.curriculum.next_task(i) for i in range(n)]
         self._pin(self.running)
         obs, info = self.env.reset(seed=seed, options=options)
-        self._check(info)
+        self._check(info, range(n))
         self.queued = [self.curriculum.next_task(i) for i in range(n)]
         self._pin(self.queued)
         self._returns[:] = 0
@@ -95,9 +91,8 @@ class CurriculumVectorWrapper(VectorWrapper):
             self._restart = done
             final = info
         for i in finished:
-            result = episode_result(
-                self.running[i], sub_info(final, int(i)), self._returns[i], self._lengths[i]
-            )
+            last = sub_info(final, int(i), RESULT_KEYS)
+            result = episode_result(self.running[i], last, self._returns[i], self._lengths[i])
             self.curriculum.update(result)
         if self.same_step:
             self._returns[finished] = self._lengths[finished] = 0
@@ -106,7 +101,7 @@ class CurriculumVectorWrapper(VectorWrapper):
                 self.running[i] = self.queued[i]
                 self.queued[i] = self.curriculum.next_task(int(i))
             self._pin(self.queued)
-        self._check(info)
+            self._check(info, started)  # a task can only change when an episode starts
         return obs, rewards, terminated, truncated, info
 
     def _pin(self, tasks: list[Task]) -> None:
@@ -114,11 +109,13 @@ class CurriculumVectorWrapper(VectorWrapper):
         env: Any = self.env
         env.set_attr("pinned_task", list(tasks))
 
-    def _check(self, info: dict[str, Any]) -> None:
+    def _check(self, info: dict[str, Any], indices: Any) -> None:
         ran = info["task_id"]
-        for i, task in enumerate(self.running):
-            if ran[i] != task.task_id:
-                raise RuntimeError(f"sub-env {i} ran task {ran[i]}, not the assigned {task.task_id}")
+        for i in indices:
+            if ran[i] != self.running[i].task_id:
+                raise RuntimeError(
+                    f"sub-env {i} ran task {ran[i]}, not the assigned {self.running[i].task_id}"
+                )
 
     def metrics(self) -> dict[str, float]:
         """The curriculum's metrics, for logging."""

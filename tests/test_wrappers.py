@@ -1,0 +1,132 @@
+"""AdaptiveDifficultyWrapper and CurriculumWrapper behaviour; the SB3 adapter in a real PPO run."""
+
+from __future__ import annotations
+
+import csv
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from stable_baselines3 import PPO
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.logger import configure
+
+from agents.curriculum import CurriculumLoggingCallback, CurriculumVecEnv
+from agents.policies import TokenFeaturesExtractor
+from rla_gym.curricula import SuccessBandCurriculum
+from rla_gym.evaluation import oracle_agent, random_agent
+from rla_gym.wrappers import AdaptiveDifficultyWrapper, CurriculumWrapper
+
+ENV = "RLA-TextNav-v0"
+
+
+class PredictionInInfo(gym.Wrapper):
+    """Stands in for the reward-model wrapper: a fixed predicted outcome at the last step."""
+
+    def __init__(self, env: gym.Env, prediction: float) -> None:
+        super().__init__(env)
+        self.prediction = prediction
+
+    def step(self, action: Any) -> Any:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if terminated or truncated:
+            info["rm_outcome_prediction"] = self.prediction
+        return obs, reward, terminated, truncated, info
+
+
+def _play(env: gym.Env, agent, episodes: int) -> list[dict]:
+    rng = np.random.default_rng(0)
+    finals = []
+    obs, info = env.reset(seed=0)
+    while len(finals) < episodes:
+        obs, _, terminated, truncated, info = env.step(agent(obs, info, rng))
+        if terminated or truncated:
+            finals.append(info)
+            obs, info = env.reset()
+    return finals
+
+
+def test_over_predicting_rm_raises_difficulty_with_cooldown() -> None:
+    # the RM predicts success (+1) while a random agent at d >= 0.5 nearly always fails: p_over ~ 1
+    env = AdaptiveDifficultyWrapper(PredictionInInfo(gym.make(ENV), 1.0), interval=5, start=0.5, cooldown=1)
+    finals = _play(env, random_agent, 30)
+    difficulties = [info["difficulty"] for info in finals]
+    # judgements after episodes 5, 10, 15, 20, 25, 30: raise, cooldown, raise, cooldown, raise, cooldown
+    assert difficulties[:5] == [0.5] * 5 and difficulties[5:15] == [0.6] * 10 and difficulties[15:25] == [0.7] * 10
+    assert env.unwrapped.difficulty == 0.8 and env.curriculum.changes == 3
+    assert finals[-1]["curriculum"]["p_over"] == 1.0 and finals[-1]["curriculum"]["difficulty"] == 0.8
+
+
+def test_under_predicting_rm_lowers_difficulty_to_the_bound() -> None:
+    # the RM predicts failure (-1) while the oracle always succeeds: p_under = 1
+    env = AdaptiveDifficultyWrapper(PredictionInInfo(gym.make(ENV), -1.0), interval=3, start=0.3, cooldown=0)
+    finals = _play(env, oracle_agent, 12)
+    assert [f["difficulty"] for f in finals[::3]] == [0.3, 0.2, 0.1, 0.1]  # bounds default (0.1, 1.0)
+    assert all(f["is_success"] for f in finals)
+
+
+def test_predict_outcome_sees_the_whole_trajectory() -> None:
+    seen: list[list] = []
+
+    def predict(trajectory):
+        seen.append(trajectory)
+        return 0.0
+
+    env = AdaptiveDifficultyWrapper(gym.make(ENV), interval=4, predict_outcome=predict)
+    lengths = []
+    obs, info = env.reset(seed=1)
+    steps = 0
+    rng = np.random.default_rng(1)
+    while len(lengths) < 4:
+        obs, _, terminated, truncated, info = env.step(random_agent(obs, info, rng))
+        steps += 1
+        if terminated or truncated:
+            lengths.append(steps)
+            assert info["rm_outcome_prediction"] == 0.0
+            obs, info, steps = *env.reset(), 0
+    assert [len(t) for t in seen] == lengths
+    for trajectory in seen:
+        for (_, _, after), (before, _, _) in zip(trajectory, trajectory[1:]):
+            assert after is before  # consecutive steps chain
+
+
+def test_missing_or_bad_predictions_are_clear_errors() -> None:
+    env = AdaptiveDifficultyWrapper(gym.make(ENV))
+    obs, info = env.reset(seed=0)
+    with pytest.raises(ValueError, match="needs info\\['rm_outcome_prediction'\\]"):
+        _play(env, random_agent, 1)
+    env = AdaptiveDifficultyWrapper(gym.make(ENV), predict_outcome=lambda t: 2.0)
+    with pytest.raises(ValueError, match="must return a number in \\[-1, 1\\], got 2.0"):
+        _play(env, random_agent, 1)
+    with pytest.raises(ValueError, match="bounds\\[0\\] must be < bounds\\[1\\]"):
+        AdaptiveDifficultyWrapper(gym.make(ENV), bounds=(0.9, 0.1))
+
+
+def test_curriculum_wrapper_reports_metrics_and_follows_the_curriculum() -> None:
+    curriculum = SuccessBandCurriculum(ENV, window=5, step=0.2)
+    env = CurriculumWrapper(gym.make(ENV), curriculum)
+    finals = _play(env, oracle_agent, 20)  # always succeeds: up one step every 5 episodes
+    assert [f["difficulty"] for f in finals[::5]] == [0.0, 0.2, 0.4, 0.6]
+    assert finals[-1]["curriculum"]["moves"] == 4 and curriculum.episodes == 20
+
+
+def test_ppo_trains_through_the_sb3_curriculum_adapter(tmp_path) -> None:
+    curriculum = SuccessBandCurriculum(ENV, window=16, step=0.1)
+    venv = CurriculumVecEnv(make_vec_env(ENV, n_envs=2, seed=0), curriculum)
+    model = PPO(
+        "MultiInputPolicy",
+        venv,
+        n_steps=128,
+        batch_size=128,
+        n_epochs=2,
+        seed=0,
+        policy_kwargs={"features_extractor_class": TokenFeaturesExtractor},
+    )
+    model.set_logger(configure(str(tmp_path), ["csv"]))
+    model.learn(2048, callback=CurriculumLoggingCallback(curriculum))
+    assert curriculum.episodes > 50
+    with open(tmp_path / "progress.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert rows and "curriculum/difficulty" in rows[0] and "curriculum/episodes" in rows[0]
+    assert float(rows[-1]["curriculum/episodes"]) > 0
