@@ -24,7 +24,7 @@ def test_every_env_page_is_in_the_nav() -> None:
         assert f"{env_id}: envs/" in nav
 
 
-def test_write_your_own_curriculum_tutorial_runs(capsys) -> None:
+def test_write_your_own_curriculum_tutorial_runs() -> None:
     import re
 
     page = (ROOT / "docs" / "curricula" / "custom.md").read_text()
@@ -33,7 +33,7 @@ def test_write_your_own_curriculum_tutorial_runs(capsys) -> None:
     namespace: dict = {}
     exec(compile(code, "custom.md", "exec"), namespace)
     assert namespace["env"].curriculum.difficulty >= 0.5  # the oracle always succeeds: it climbs
-    assert "difficulty reached:" in capsys.readouterr().out
+    assert namespace["env"].curriculum.state_dict()["streak"] in (0, 1, 2)
 
 
 def test_every_curriculum_has_a_page() -> None:

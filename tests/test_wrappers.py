@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import itertools
 from typing import Any
 
 import gymnasium as gym
@@ -53,7 +54,11 @@ def test_over_predicting_rm_raises_difficulty_with_cooldown() -> None:
     finals = _play(env, random_agent, 30)
     difficulties = [info["difficulty"] for info in finals]
     # judgements after episodes 5, 10, 15, 20, 25, 30: raise, cooldown, raise, cooldown, raise, cooldown
-    assert difficulties[:5] == [0.5] * 5 and difficulties[5:15] == [0.6] * 10 and difficulties[15:25] == [0.7] * 10
+    assert (
+        difficulties[:5] == [0.5] * 5
+        and difficulties[5:15] == [0.6] * 10
+        and difficulties[15:25] == [0.7] * 10
+    )
     assert env.unwrapped.difficulty == 0.8 and env.curriculum.changes == 3
     assert finals[-1]["curriculum"]["p_over"] == 1.0 and finals[-1]["curriculum"]["difficulty"] == 0.8
 
@@ -87,7 +92,7 @@ def test_predict_outcome_sees_the_whole_trajectory() -> None:
             obs, info, steps = *env.reset(), 0
     assert [len(t) for t in seen] == lengths
     for trajectory in seen:
-        for (_, _, after), (before, _, _) in zip(trajectory, trajectory[1:]):
+        for (_, _, after), (before, _, _) in itertools.pairwise(trajectory):
             assert after is before  # consecutive steps chain
 
 
