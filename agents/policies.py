@@ -1,37 +1,92 @@
-"""SB3 features extractors for rla-gym token observations."""
+"""SB3 features extractors and policies for rla-gym token observations."""
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
 import gymnasium as gym
 import torch
+from stable_baselines3.common.policies import MultiInputActorCriticPolicy
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 
 
 class TokenFeaturesExtractor(BaseFeaturesExtractor):
-    """Embeds the ``tokens`` of a dict observation per position, then an MLP.
+    """Embeds the ``tokens`` of a dict observation, then encodes them.
 
-    SB3 hands Box observations over as float32, so ids are cast back to long
-    before the embedding. The action mask is not a feature (it masks actions).
+    ``encoder="flatten"`` (default) concatenates the per-position embeddings (the token
+    layout is fixed, so position carries meaning) and applies a linear layer;
+    ``"attention"`` adds learned position embeddings, one self-attention layer and mean
+    pooling. SB3 hands Box observations over as float32, so ids are cast back to long. The
+    action mask is not a feature: it masks actions (see :class:`MaskableTokenPolicy`).
 
     Example:
         >>> import gymnasium as gym, rla_gym
         >>> from stable_baselines3 import PPO
-        >>> model = PPO("MultiInputPolicy", gym.make("RLA-TextNav-v0"),
-        ...             policy_kwargs={"features_extractor_class": TokenFeaturesExtractor}, n_steps=64)
+        >>> model = PPO(TokenPolicy, gym.make("RLA-TextNav-v0"), n_steps=64)
     """
 
     def __init__(
-        self, observation_space: gym.spaces.Dict, features_dim: int = 128, embed_dim: int = 16
+        self,
+        observation_space: gym.spaces.Dict,
+        features_dim: int = 128,
+        embed_dim: int = 16,
+        encoder: Literal["flatten", "attention"] = "flatten",
     ) -> None:
         super().__init__(observation_space, features_dim)
         tokens = observation_space["tokens"]
         if not isinstance(tokens, gym.spaces.Box) or len(tokens.shape) != 1:
             raise TypeError(f"expected a 1-D Box of token ids under 'tokens', got {tokens!r}")
-        vocab_size = int(tokens.high.max()) + 1
-        self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=0)
-        self.head = nn.Sequential(nn.Linear(tokens.shape[0] * embed_dim, features_dim), nn.ReLU())
+        if encoder not in ("flatten", "attention"):
+            raise ValueError(f"encoder must be 'flatten' or 'attention', got {encoder!r}")
+        length = tokens.shape[0]
+        self.encoder = encoder
+        self.embedding = nn.Embedding(int(tokens.high.max()) + 1, embed_dim, padding_idx=0)
+        if encoder == "flatten":
+            self.head = nn.Sequential(nn.Linear(length * embed_dim, features_dim), nn.ReLU())
+        else:
+            self.position = nn.Parameter(torch.zeros(length, embed_dim))
+            self.attention = nn.TransformerEncoderLayer(
+                embed_dim, nhead=2, dim_feedforward=4 * embed_dim, batch_first=True, dropout=0.0
+            )
+            self.head = nn.Sequential(nn.Linear(embed_dim, features_dim), nn.ReLU())
 
     def forward(self, observations: dict[str, torch.Tensor]) -> torch.Tensor:
         ids = observations["tokens"].long()
-        return self.head(self.embedding(ids).flatten(start_dim=1))
+        embedded = self.embedding(ids)
+        if self.encoder == "flatten":
+            return self.head(embedded.flatten(start_dim=1))
+        encoded = self.attention(embedded + self.position, src_key_padding_mask=ids == 0)
+        keep = (ids != 0).unsqueeze(-1).float()
+        pooled = (encoded * keep).sum(dim=1) / keep.sum(dim=1).clamp(min=1.0)
+        return self.head(pooled)
+
+
+class TokenPolicy(MultiInputActorCriticPolicy):
+    """``MultiInputPolicy`` with :class:`TokenFeaturesExtractor`, for SB3 PPO and A2C."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("features_extractor_class", TokenFeaturesExtractor)
+        super().__init__(*args, **kwargs)
+
+
+def _maskable_policy_class() -> type:
+    try:
+        from sb3_contrib.common.maskable.policies import MaskableMultiInputActorCriticPolicy
+    except ImportError as error:  # pragma: no cover - sb3-contrib is a dependency
+        raise ImportError("MaskableTokenPolicy needs sb3-contrib: pip install sb3-contrib") from error
+
+    class MaskableTokenPolicy(MaskableMultiInputActorCriticPolicy):
+        """sb3-contrib ``MaskableMultiInputPolicy`` with :class:`TokenFeaturesExtractor`.
+
+        MaskablePPO reads the mask from the env's ``action_masks()``.
+        """
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs.setdefault("features_extractor_class", TokenFeaturesExtractor)
+            super().__init__(*args, **kwargs)
+
+    return MaskableTokenPolicy
+
+
+MaskableTokenPolicy = _maskable_policy_class()

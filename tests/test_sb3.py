@@ -63,3 +63,44 @@ def test_ppo_learns_difficulty_zero(seed: int) -> None:
     result = evaluate(gym.make("RLA-TextNav-v0"), _greedy(model), 0.0, heldout_seeds(200))
     assert result.success_rate >= 0.9, result
     assert np.isfinite(result.mean_length)
+
+
+def test_token_policy_aliases_train_with_ppo_a2c_and_maskable_ppo() -> None:
+    from sb3_contrib import MaskablePPO
+
+    from agents.policies import MaskableTokenPolicy, TokenPolicy
+
+    venv = make_vec_env("RLA-TextNav-v0", n_envs=2, seed=0, env_kwargs={"difficulty": 0.3})
+    for algo, policy in [(PPO, TokenPolicy), (A2C, TokenPolicy), (MaskablePPO, MaskableTokenPolicy)]:
+        kwargs = {"n_steps": 64} if algo is not PPO else {"n_steps": 64, "batch_size": 64}
+        model = algo(policy, venv, seed=0, **kwargs)
+        model.learn(256)
+        assert isinstance(model.policy.features_extractor, TokenFeaturesExtractor)
+    attention = PPO(
+        TokenPolicy,
+        venv,
+        n_steps=64,
+        batch_size=64,
+        policy_kwargs={"features_extractor_kwargs": {"encoder": "attention"}},
+    )
+    attention.learn(128)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1])
+def test_maskable_ppo_learns_difficulty_0_15(seed: int) -> None:
+    """Measured: 0.955 held-out success after 10k steps (seed 0). At d = 0.3 the same setup plateaus
+    near 0.4 after 150k steps (see docs/benchmarks.md), short of issue #4's 0.8 target."""
+    from sb3_contrib import MaskablePPO
+
+    from agents.policies import MaskableTokenPolicy
+
+    venv = make_vec_env("RLA-TextNav-v0", n_envs=4, seed=seed, env_kwargs={"difficulty": 0.15})
+    model = MaskablePPO(MaskableTokenPolicy, venv, n_steps=256, batch_size=256, seed=seed)
+    model.learn(20_000)
+
+    def agent(obs, info, rng) -> int:
+        return int(model.predict(obs, deterministic=True, action_masks=info["action_mask"].astype(bool))[0])
+
+    result = evaluate(gym.make("RLA-TextNav-v0"), agent, 0.15, heldout_seeds(200))
+    assert result.success_rate >= 0.8, result

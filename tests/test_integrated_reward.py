@@ -1,0 +1,101 @@
+"""Integrated feedback: hand-computed values, validation, and the Gymnasium wrapper."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from agents.integrated_reward import (
+    ProcessRewardWrapper,
+    integrated_rewards,
+    integrated_step_rewards,
+    integrated_trajectory_reward,
+)
+from agents.reward_model import ProcessRewardModel
+from agents.trajectories import collect_mixture_trajectories
+from rla_gym.evaluation import random_agent
+from rla_gym.wrappers import AdaptiveDifficultyWrapper
+
+
+def test_step_form_by_hand() -> None:
+    votes = [[1, 1, 1], [1, -1, -1], [-1, -1, -1]]
+    assert np.allclose(integrated_step_rewards(1, votes), [2.0, 1 - 1 / 3, 0.0])
+    assert np.allclose(integrated_step_rewards(-1, votes, lam=0.5), [-0.5, -1 - 1 / 6, -1.5])
+    assert np.allclose(integrated_step_rewards(1, [[1], [-1]], lam=0.0), [1.0, 1.0])
+
+
+def test_trajectory_form_by_hand() -> None:
+    assert integrated_trajectory_reward(-1, [0.5, 0.5]) == -0.9
+    assert integrated_trajectory_reward(1, [1.0, -1.0, 1.0], lam=0.3) == pytest.approx(1.1)
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (
+            lambda: integrated_step_rewards(1, [[1, 1]], lam=-0.1),
+            "lam must be a finite number >= 0, got -0.1",
+        ),
+        (lambda: integrated_step_rewards(1, np.ones((2, 0))), "m must be an integer >= 1, got 0"),
+        (lambda: integrated_step_rewards(0, [[1]]), "outcome must be \\+1 or -1, got 0"),
+        (lambda: integrated_step_rewards(1, [[0.5]]), "votes must be \\+1 or -1"),
+        (
+            lambda: integrated_trajectory_reward(1, [1.5]),
+            "scores must be a non-empty sequence in \\[-1, 1\\]",
+        ),
+        (lambda: integrated_trajectory_reward(1, [0.1], lam=float("nan")), "lam must be a finite number"),
+    ],
+)
+def test_bad_arguments(call, match) -> None:
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_batched_rewards_match_the_per_trajectory_formula() -> None:
+    env = gym.make("RLA-TextNav-v0")
+    prm = ProcessRewardModel.for_env(env, seed=0, device="cpu")
+    trajectories = collect_mixture_trajectories("RLA-TextNav-v0", 0.3, tasks=3, rollouts_per_task=2)
+    rewards = integrated_rewards(prm, trajectories, lam=0.5, m=3, generator=torch.Generator().manual_seed(1))
+    votes = prm.votes(prm.steps(trajectories), 3, generator=torch.Generator().manual_seed(1)).numpy()
+    start = 0
+    for t, r in zip(trajectories, rewards, strict=True):
+        assert np.allclose(r, integrated_step_rewards(t.outcome, votes[start : start + len(t)], lam=0.5))
+        start += len(t)
+
+
+def test_wrapper_adds_process_reward_and_outcome_prediction() -> None:
+    base = gym.make("RLA-TextNav-v0", difficulty=0.2)
+    prm = ProcessRewardModel.for_env(base, seed=0, device="cpu")
+    env = ProcessRewardWrapper(base, prm, lam=0.5, m=4)
+    obs, info = env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    done = False
+    while not done:
+        obs, reward, terminated, truncated, info = env.step(random_agent(obs, info, rng))
+        done = terminated or truncated
+        votes = info["rm_votes"]
+        assert votes.shape == (4,) and reward == pytest.approx(
+            (1.0 if terminated else 0.0) + 0.5 * votes.mean()
+        )
+    assert -1 <= info["rm_outcome_prediction"] <= 1
+    with pytest.raises(TypeError, match="needs obs_mode='dict'"):
+        ProcessRewardWrapper(gym.make("RLA-TextNav-v0", obs_mode="flat"), prm)
+
+
+def test_adaptive_difficulty_reads_the_wrappers_predictions() -> None:
+    base = gym.make("RLA-TextNav-v0")
+    env = AdaptiveDifficultyWrapper(
+        ProcessRewardWrapper(base, ProcessRewardModel.for_env(base, seed=0, device="cpu")), interval=3
+    )
+    obs, info = env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    finished = 0
+    while finished < 6:
+        obs, _, terminated, truncated, info = env.step(random_agent(obs, info, rng))
+        if terminated or truncated:
+            finished += 1
+            assert "balance" in info["curriculum"] or finished < 3
+            obs, info = env.reset()
+    assert env.curriculum.episodes == 6

@@ -1,0 +1,139 @@
+"""ProcessRewardModel, its objectives and metrics; learning from outcomes only."""
+
+from __future__ import annotations
+
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from agents.reward_model import OBJECTIVES, PRMTrainer, ProcessRewardModel, auc, evaluate_prm, resolve_device
+from agents.trajectories import collect_mixture_trajectories, task_success_rates
+
+ENV = "RLA-TextNav-v0"
+
+
+@pytest.fixture(scope="module")
+def env() -> gym.Env:
+    return gym.make(ENV)
+
+
+@pytest.fixture(scope="module")
+def data() -> tuple[list, list]:
+    """Mixed-success TextNav episodes (d = 0.3); train and test tasks never share seeds."""
+    train = collect_mixture_trajectories(ENV, 0.3, tasks=300, seed=0)
+    test = collect_mixture_trajectories(ENV, 0.3, tasks=100, seed=1, task_seed_offset=10_000_000)
+    return train, test
+
+
+def _steps(n: int, same: bool = False) -> dict[str, torch.Tensor]:
+    obs = torch.randint(1, 40, (n, 69))
+    return {
+        "obs": obs,
+        "action": torch.randint(0, 24, (n,)),
+        "next_obs": obs.clone() if same else torch.randint(1, 40, (n, 69)),
+    }
+
+
+def test_votes_scores_and_devices(env) -> None:
+    prm = ProcessRewardModel.for_env(env, seed=0)
+    assert prm.device == resolve_device("auto") and resolve_device("cpu") == torch.device("cpu")
+    steps = _steps(4000)
+    votes = prm.votes(steps, m=5, generator=torch.Generator().manual_seed(0))
+    assert votes.shape == (4000, 5) and set(votes.unique().tolist()) <= {-1.0, 1.0}
+    p = torch.sigmoid(prm.logits(steps)).detach()
+    assert abs(float(votes.eq(1).float().mean() - p.mean())) < 0.02  # votes follow sigmoid(logit)
+    score = prm.score(steps)
+    assert torch.allclose(score, 2 * p - 1) and score.abs().max() <= 1
+    with pytest.raises(ValueError, match="m must be >= 1, got 0"):
+        prm.votes(steps, m=0)
+
+
+def test_no_op_steps_get_the_fixed_logit(env) -> None:
+    prm = ProcessRewardModel.for_env(env, seed=0, noop_logit=-4.0)
+    assert torch.all(prm.logits(_steps(10, same=True)) == -4.0)
+    assert not torch.any(prm.logits(_steps(10)) == -4.0)
+    free = ProcessRewardModel.for_env(env, seed=0, noop_logit=None)
+    assert not torch.any(free.logits(_steps(10, same=True)) == -4.0)
+
+
+def test_auc_by_hand() -> None:
+    assert auc([0.1, 0.4, 0.35, 0.8], [-1, -1, 1, 1]) == 0.75
+    assert auc([1, 1, 0, 0], [1, -1, 1, -1]) == 0.5  # ties count half
+    assert auc([3, 2, 1], [1, 1, -1]) == 1.0 and np.isnan(auc([1, 2], [1, 1]))
+
+
+def test_trainer_rejects_bad_settings(env) -> None:
+    prm = ProcessRewardModel.for_env(env, seed=0)
+    with pytest.raises(ValueError, match="objective must be one of"):
+        PRMTrainer(prm, "magic")
+    with pytest.raises(ValueError, match="lam must be a finite number >= 0, got -1"):
+        PRMTrainer(prm, "consistency", lam=-1)
+    with pytest.raises(ValueError, match="m must be an integer >= 1, got 0"):
+        PRMTrainer(prm, "consistency", m=0)
+    with pytest.raises(ValueError, match="needs ProcessRewardModel\\(head='value'\\)"):
+        PRMTrainer(prm, "value-difference")
+
+
+def test_consistency_uses_only_tasks_in_the_success_band(env, data) -> None:
+    train, _ = data
+    rates = task_success_rates(train)
+    in_band = sum(0.2 <= rates[t.task_id] <= 0.8 for t in train)
+    assert 0 < in_band < len(train)
+    trainer = PRMTrainer(ProcessRewardModel.for_env(env, seed=0), "consistency")
+    assert trainer.update(train[:400])["trajectories"] == sum(
+        0.2 <= task_success_rates(train[:400])[t.task_id] <= 0.8 for t in train[:400]
+    )
+    assert (
+        PRMTrainer(ProcessRewardModel.for_env(env, seed=0), "regression").update(train[:40])["trajectories"]
+        == 40
+    )
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_value_difference_learns_step_labels_from_outcomes_only(env, data, seed: int) -> None:
+    """Measured (benchmarks/prm_objectives.py): balanced ~0.70, AUC ~0.80; the labels never enter training."""
+    train, test = data
+    prm = ProcessRewardModel.for_env(env, head="value", seed=seed, device="cpu")
+    PRMTrainer(prm, "value-difference", seed=seed).update(train, epochs=8)
+    metrics = evaluate_prm(prm, test, warn=False)
+    assert metrics["balanced_accuracy"] >= 0.65 and metrics["auc"] >= 0.75, metrics
+    assert metrics["outcome_accuracy"] >= 0.65 and not metrics["collapsed"]
+
+
+def test_collapse_detector_fires_on_the_literal_objective(env, data) -> None:
+    """Without the no-op rule the paper's literal objective collapses to voting -1 everywhere."""
+    train, test = data
+    prm = ProcessRewardModel.for_env(env, seed=0, noop_logit=None, device="cpu")
+    PRMTrainer(prm, "consistency", seed=0).update(train, epochs=8)
+    with pytest.warns(RuntimeWarning, match="PRM votes collapsed"):
+        metrics = evaluate_prm(prm, test)
+    assert metrics["collapsed"] == 1.0 and metrics["vote_plus_share"] < 0.05
+    healthy = ProcessRewardModel.for_env(env, seed=0, device="cpu")
+    PRMTrainer(healthy, "supervised").update(train, epochs=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert evaluate_prm(healthy, test)["collapsed"] == 0.0
+
+
+def test_every_objective_trains_and_reports_metrics(env, data) -> None:
+    train, test = data
+    for objective in OBJECTIVES:
+        prm = ProcessRewardModel.for_env(
+            env, head="value" if objective == "value-difference" else "step", seed=0, device="cpu"
+        )
+        loss = PRMTrainer(prm, objective).update(train[:200])["loss"]
+        assert np.isfinite(loss), objective
+        metrics = evaluate_prm(prm, test[:50], warn=False)
+        assert {
+            "process_accuracy",
+            "balanced_accuracy",
+            "auc",
+            "outcome_accuracy",
+            "p_plus",
+            "p_minus",
+            "mu",
+        } <= set(metrics)
+        assert -1 <= prm.predict_outcome(test[0]) <= 1
