@@ -104,9 +104,55 @@ def _make_rla_env(env_id: str, **kwargs: Any) -> gym.Env[Any, Any]:
     return env
 
 
+@dataclasses.dataclass
+class EvalSettings:
+    """Evaluate a trained run's policy on held-out tasks at fixed difficulties."""
+
+    run: str = dataclasses.field(default="runs/textnav", metadata={"help": "run directory of rla train"})
+    episodes: int = dataclasses.field(default=100, metadata={"help": "held-out tasks per difficulty"})
+
+
+def _print_evaluation(rows: list[dict[str, float]]) -> None:
+    print(f"{'difficulty':>10} {'held-out success':>16} {'mean length':>11}")
+    for row in rows:
+        print(f"{row['difficulty']:>10.2f} {row['success']:>16.2f} {row['mean_length']:>11.1f}")
+
+
+def train_command(settings: Any) -> dict[str, Any]:
+    """Run or resume the closed loop, then print the held-out evaluation."""
+    from agents.train import train
+
+    results = train(settings)
+    print(f"{settings.env}, mode {settings.mode}, curriculum {settings.curriculum}: {results['steps']} steps")
+    _print_evaluation(results["evaluation"])
+    print(f"run directory: {settings.out}")
+    return results
+
+
+def eval_command(settings: EvalSettings) -> list[dict[str, float]]:
+    """Held-out success of a trained run."""
+    from agents.train import evaluate_policy, load_run
+
+    if settings.episodes < 1:
+        raise ValueError(f"episodes must be >= 1, got {settings.episodes}")
+    model, run = load_run(settings.run)
+    run.eval_episodes = settings.episodes
+    rows = evaluate_policy(model, run)
+    _print_evaluation(rows)
+    return rows
+
+
+def _train_settings() -> type:
+    from agents.train import TrainSettings
+
+    return TrainSettings
+
+
 COMMANDS: dict[str, tuple[type, Callable[[Any], Any]]] = {
     "demo": (DemoSettings, demo),
     "play": (PlaySettings, play),
+    "train": (_train_settings(), train_command),
+    "eval": (EvalSettings, eval_command),
 }
 
 

@@ -48,6 +48,7 @@ class CurriculumVecEnv(VecEnvWrapper):
         for i, task in enumerate(self.running):
             self._assign(i, task)
         obs = self.venv.reset()
+        self.reset_infos = self.venv.reset_infos  # SB3's VecEnvWrapper does not pass them on
         for i, info in enumerate(self.venv.reset_infos):
             self._check(i, info["task_id"])
         self.queued = [self.curriculum.next_task(i) for i in range(self.num_envs)]
@@ -59,6 +60,7 @@ class CurriculumVecEnv(VecEnvWrapper):
 
     def step_wait(self) -> VecEnvStepReturn:
         obs, rewards, dones, infos = self.venv.step_wait()
+        self.reset_infos = self.venv.reset_infos
         self._returns += rewards
         self._lengths += 1
         for i in np.flatnonzero(dones):

@@ -1,0 +1,221 @@
+"""``rla train`` / ``rla eval``: run the closed loop with checkpoints, resume it, evaluate it.
+
+A run directory holds ``settings.json``, ``checkpoint.pt`` (everything needed to resume:
+policy, PRM, both optimizers, curriculum state, RNG states, step counter, history),
+``progress.csv`` (SB3's logger; TensorBoard too when the ``tensorboard`` package is
+installed) and, at the end, ``results.json``. Checkpoints are written to a temporary file
+and renamed into place, so a crash never leaves a half-written checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from stable_baselines3.common.callbacks import BaseCallback, CallbackList
+from stable_baselines3.common.logger import configure
+
+from agents.loop import LoopSettings, RLAnythingCallback, build_loop, validate_settings
+from rla_gym.evaluation import evaluate, heldout_seeds
+
+CHECKPOINT_FORMAT = "rla-gym-checkpoint/1"
+EVAL_LEVELS = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+@dataclasses.dataclass
+class TrainSettings(LoopSettings):
+    """A closed-loop training run."""
+
+    steps: int = 30_000
+    out: str = "runs/textnav"
+    resume: bool = False
+    checkpoint_every: int = 4096
+    eval_episodes: int = 100
+
+
+def _atomic_save(payload: dict[str, Any], path: Path) -> None:
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".checkpoint-", suffix=".tmp")
+    os.close(handle)
+    try:
+        torch.save(payload, temporary)
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+
+
+def _numpy_global_state() -> list[Any]:
+    """SB3 shuffles minibatches with numpy's global (legacy) RNG, so it is saved too."""
+    state: Any = np.random.get_state()  # noqa: NPY002
+    kind, keys, pos, has_gauss, cached = state
+    return [kind, keys.tolist(), int(pos), int(has_gauss), float(cached)]
+
+
+def save_checkpoint(path: Path, settings: TrainSettings, model: Any, callback: RLAnythingCallback) -> None:
+    """Everything needed to resume, written atomically."""
+    prm, trainer = callback.reward_env.prm, callback.trainer
+    payload = {
+        "format": CHECKPOINT_FORMAT,
+        "settings": dataclasses.asdict(settings),
+        "num_timesteps": int(model.num_timesteps),
+        "n_updates": int(model._n_updates),
+        "policy": model.policy.state_dict(),
+        "policy_optimizer": model.policy.optimizer.state_dict(),
+        "prm": None if prm is None else prm.state_dict(),
+        "prm_optimizer": None if trainer is None else trainer.optimizer.state_dict(),
+        "prm_rng": None if trainer is None else trainer.rng.bit_generator.state,
+        "curriculum": None if callback.curriculum is None else callback.curriculum.state_dict(),
+        "history": callback.history,
+        "rng": {
+            "torch": torch.get_rng_state(),
+            "numpy": _numpy_global_state(),
+            "python": random.getstate(),
+        },
+    }
+    _atomic_save(payload, path)
+
+
+def load_checkpoint(path: Path) -> dict[str, Any]:
+    """Read a checkpoint (``weights_only=True``); a corrupt or foreign file raises ``ValueError``."""
+    try:
+        payload = torch.load(path, weights_only=True, map_location="cpu")
+    except Exception as error:  # torch raises several types for unreadable files
+        raise ValueError(f"{path} is not a readable rla-gym checkpoint: {error}") from error
+    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(f"{path} is not an rla-gym checkpoint (format {CHECKPOINT_FORMAT!r} expected)")
+    return payload
+
+
+def _restore(payload: dict[str, Any], model: Any, callback: RLAnythingCallback) -> None:
+    model.policy.load_state_dict(payload["policy"])
+    model.policy.optimizer.load_state_dict(payload["policy_optimizer"])
+    model.num_timesteps = payload["num_timesteps"]
+    model._n_updates = payload["n_updates"]
+    prm, trainer = callback.reward_env.prm, callback.trainer
+    if prm is not None and payload["prm"] is not None:
+        prm.load_state_dict(payload["prm"])
+    if trainer is not None and payload["prm_optimizer"] is not None:
+        trainer.optimizer.load_state_dict(payload["prm_optimizer"])
+        trainer.rng.bit_generator.state = payload["prm_rng"]
+    if callback.curriculum is not None and payload["curriculum"] is not None:
+        callback.curriculum.load_state_dict(payload["curriculum"])
+    callback.history = list(payload["history"])
+    torch.set_rng_state(payload["rng"]["torch"])
+    kind, keys, pos, has_gauss, cached = payload["rng"]["numpy"]
+    np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))  # noqa: NPY002
+    random.setstate(payload["rng"]["python"])
+
+
+class CheckpointCallback(BaseCallback):
+    """Saves a checkpoint every ``every`` steps (at rollout ends) and shows a progress bar."""
+
+    def __init__(
+        self, path: Path, settings: TrainSettings, loop: RLAnythingCallback, every: int, total: int
+    ) -> None:
+        super().__init__()
+        self.path, self.settings, self.loop, self.every, self.total = path, settings, loop, every, total
+        self._last = 0
+        self._bar: Any = None
+
+    def _on_training_start(self) -> None:
+        self._last = self.model.num_timesteps
+        try:
+            from tqdm import tqdm
+        except ImportError:  # the progress bar is a convenience
+            return
+        self._bar = tqdm(total=self.total, initial=self.model.num_timesteps, unit="step", desc="rla train")
+
+    def _on_step(self) -> bool:
+        if self._bar is not None:
+            self._bar.n = self.model.num_timesteps
+        return True
+
+    def _on_rollout_end(self) -> None:
+        if self._bar is not None:
+            success = self.loop.history[-1]["loop/success"] if self.loop.history else float("nan")
+            self._bar.set_postfix(success=f"{success:.2f}")
+            self._bar.refresh()
+        if self.model.num_timesteps - self._last >= self.every:
+            save_checkpoint(self.path, self.settings, self.model, self.loop)
+            self._last = self.model.num_timesteps
+
+    def _on_training_end(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+def _loop_fields(settings: TrainSettings) -> dict[str, Any]:
+    return {f.name: getattr(settings, f.name) for f in dataclasses.fields(LoopSettings)}
+
+
+def train(settings: TrainSettings) -> dict[str, Any]:
+    """Run (or resume) a closed-loop training run; returns the results written to results.json."""
+    out = Path(settings.out)
+    checkpoint = out / "checkpoint.pt"
+    if settings.steps < 1:
+        raise ValueError(f"steps must be >= 1, got {settings.steps}")
+    if settings.resume:
+        payload = load_checkpoint(checkpoint)
+        saved = {k: v for k, v in payload["settings"].items() if k in _loop_fields(settings)}
+        if saved != _loop_fields(settings):
+            differ = sorted(k for k in saved if saved[k] != _loop_fields(settings)[k])
+            raise ValueError(f"--resume with settings that differ from the run in {out}: {differ}")
+    elif out.exists() and any(out.iterdir()):
+        raise ValueError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
+    validate_settings(LoopSettings(**_loop_fields(settings)))  # before anything is written
+    out.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(1)
+    model, loop = build_loop(LoopSettings(**_loop_fields(settings)))
+    if settings.resume:
+        _restore(payload, model, loop)
+    else:
+        (out / "settings.json").write_text(json.dumps(dataclasses.asdict(settings), indent=2) + "\n")
+    formats = ["csv"]
+    try:
+        import tensorboard  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        formats.append("tensorboard")
+    model.set_logger(configure(str(out), formats))
+    saver = CheckpointCallback(checkpoint, settings, loop, settings.checkpoint_every, settings.steps)
+    remaining = settings.steps - model.num_timesteps
+    if remaining > 0:
+        model.learn(remaining, callback=CallbackList([loop, saver]), reset_num_timesteps=False)
+    save_checkpoint(checkpoint, settings, model, loop)
+    results = {"steps": int(model.num_timesteps), "evaluation": evaluate_policy(model, settings)}
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    return results
+
+
+def evaluate_policy(model: Any, settings: TrainSettings) -> list[dict[str, float]]:
+    """Greedy success on held-out task seeds at fixed difficulties."""
+    env = gym.make(settings.env)
+
+    def agent(obs: Any, info: dict[str, Any], rng: np.random.Generator) -> int:
+        return int(model.predict(obs, deterministic=True)[0])
+
+    rows = []
+    for level in EVAL_LEVELS:
+        result = evaluate(env, agent, level, heldout_seeds(settings.eval_episodes))
+        rows.append({"difficulty": level, "success": result.success_rate, "mean_length": result.mean_length})
+    return rows
+
+
+def load_run(run: str) -> tuple[Any, TrainSettings]:
+    """The trained policy and settings of a run directory."""
+    payload = load_checkpoint(Path(run) / "checkpoint.pt")
+    known = {f.name for f in dataclasses.fields(TrainSettings)}
+    settings = TrainSettings(**{k: v for k, v in payload["settings"].items() if k in known})
+    model, _ = build_loop(LoopSettings(**_loop_fields(settings)))
+    model.policy.load_state_dict(payload["policy"])
+    model.num_timesteps = payload["num_timesteps"]
+    return model, settings
