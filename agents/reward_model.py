@@ -122,7 +122,8 @@ class ProcessRewardModel(nn.Module):
     def logits(self, steps: dict[str, torch.Tensor], *, detach_values: bool = False) -> torch.Tensor:
         """One vote logit per step (no-op steps get ``noop_logit``)."""
         if self.head == "value":
-            difference = self.values(steps["next_obs"]) - self.values(steps["obs"])
+            both = self.values(torch.cat([steps["obs"], steps["next_obs"]]))  # one forward pass, not two
+            difference = both[len(steps["obs"]) :] - both[: len(steps["obs"])]
             if detach_values:
                 difference = difference.detach()
             raw = self.log_temperature.exp() * difference
@@ -141,7 +142,7 @@ class ProcessRewardModel(nn.Module):
         unchanged = (steps["obs"] == steps["next_obs"]).all(dim=1)
         return torch.where(unchanged, torch.full_like(raw, self.noop_logit), raw)
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def votes(
         self, steps: dict[str, torch.Tensor], m: int = 3, generator: torch.Generator | None = None
     ) -> torch.Tensor:

@@ -14,6 +14,7 @@ import json
 import os
 import random
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ class TrainSettings(LoopSettings):
     """A closed-loop training run."""
 
     steps: int = 30_000
-    out: str = "runs/textnav"
+    out: str = ""  # empty: runs/<env>-<mode>-<timestamp>
     resume: bool = False
     checkpoint_every: int = 4096
     eval_episodes: int = 100
@@ -158,6 +159,10 @@ def _loop_fields(settings: TrainSettings) -> dict[str, Any]:
 
 def train(settings: TrainSettings) -> dict[str, Any]:
     """Run (or resume) a closed-loop training run; returns the results written to results.json."""
+    if not settings.out:
+        if settings.resume:
+            raise ValueError("--resume needs --out, the run directory to continue")
+        settings.out = f"runs/{settings.env}-{settings.mode}-{time.strftime('%Y%m%d-%H%M%S')}"
     out = Path(settings.out)
     checkpoint = out / "checkpoint.pt"
     if settings.steps < 1:

@@ -35,6 +35,6 @@ def test_quickstart_has_exactly_two_commands_and_ci_runs_them() -> None:
     block = re.search(r"<!-- quickstart -->\n```bash\n(.*?)```", README.read_text(), flags=re.S)
     assert block is not None
     commands = [line for line in block.group(1).splitlines() if line.strip()]
-    assert len(commands) == 2 and "rla demo" in commands[0] and "pytest" in commands[1]
+    assert len(commands) == 2 and "rla train" in commands[0] and "pytest" in commands[1]
     ci = (README.parent / ".ci" / "run").read_text()
     assert "/<!-- quickstart -->/" in ci  # .ci/run's awk extracts and runs this very block

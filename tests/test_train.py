@@ -1,0 +1,105 @@
+"""rla train / rla eval: checkpoints, resume after a kill, and refusals that protect written runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from agents.cli import main
+from agents.train import TrainSettings, load_checkpoint, train
+
+
+def _same(a: list, b: list) -> bool:
+    """History rows compared as JSON: NaN metrics (no judgement yet) compare equal."""
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+FAST = ["--n-envs", "2", "--n-steps", "256", "--eval-episodes", "5", "--device", "cpu"]
+
+
+def test_killed_training_resumes_from_its_last_checkpoint(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    args = [
+        sys.executable,
+        "-m",
+        "agents.cli",
+        "train",
+        "--steps",
+        "8192",
+        "--checkpoint-every",
+        "512",
+        "--out",
+        str(out),
+        *FAST,
+    ]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not (out / "checkpoint.pt").exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    proc.kill()  # SIGKILL: no cleanup, no final checkpoint
+    proc.wait()
+    saved = load_checkpoint(out / "checkpoint.pt")  # atomic writes: never half-written
+    assert 0 < saved["num_timesteps"] < 8192 and not (out / "results.json").exists()
+    subprocess.run([*args, "--resume"], check=True, capture_output=True, timeout=300)
+    final = load_checkpoint(out / "checkpoint.pt")
+    assert final["num_timesteps"] >= 8192
+    assert _same(final["history"][: len(saved["history"])], saved["history"])  # continued, not restarted
+    assert len(final["history"]) > len(saved["history"])
+    assert final["curriculum"]["episodes"] > saved["curriculum"]["episodes"]
+    assert (out / "results.json").exists()
+
+
+def test_resume_in_process_restores_state(tmp_path: Path) -> None:
+    settings = TrainSettings(
+        steps=1024, out=str(tmp_path / "r"), n_envs=2, n_steps=256, eval_episodes=5, device="cpu"
+    )
+    train(settings)
+    first = load_checkpoint(tmp_path / "r" / "checkpoint.pt")
+    settings.steps, settings.resume = 2048, True
+    train(settings)
+    second = load_checkpoint(tmp_path / "r" / "checkpoint.pt")
+    assert second["num_timesteps"] == 2048 and _same(
+        second["history"][: len(first["history"])], first["history"]
+    )
+    assert len(second["history"]) > len(first["history"])
+    assert second["curriculum"]["episodes"] > first["curriculum"]["episodes"]
+
+
+def test_refusals_never_touch_an_existing_run(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "run"
+    assert main(["train", "--steps", "512", "--out", str(out), *FAST]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert main(["train", "--steps", "512", "--out", str(out), *FAST]) == 2
+    assert "already holds a run" in capsys.readouterr().err
+    assert main(["train", "--steps", "1024", "--out", str(out), "--resume", "--mode", "outcome", *FAST]) == 2
+    err = capsys.readouterr().err
+    assert "differ from the run in" in err and "'mode'" in err
+    assert (
+        main(["train", "--steps", "1024", "--out", str(out), "--resume", "--env", "CartPole-v1", *FAST]) == 2
+    )
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert main(["eval", "--run", str(out), "--episodes", "3"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [(b"not a checkpoint at all", "not a readable rla-gym checkpoint"), (None, "not an rla-gym checkpoint")],
+)
+def test_corrupt_or_foreign_checkpoints_are_refused(tmp_path: Path, content, message, capsys) -> None:
+    out = tmp_path / "run"
+    out.mkdir()
+    if content is None:
+        torch.save({"model": torch.zeros(2)}, out / "checkpoint.pt")
+    else:
+        (out / "checkpoint.pt").write_bytes(content)
+    assert main(["train", "--resume", "--out", str(out), *FAST]) == 2
+    assert message in capsys.readouterr().err
+    assert main(["eval", "--run", str(out)]) == 2
+    assert message in capsys.readouterr().err
