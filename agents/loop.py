@@ -32,8 +32,11 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs, VecEnvStepR
 from agents.reward_model import PRMTrainer, ProcessRewardModel, evaluate_prm
 from agents.trajectories import Trajectory
 from rla_gym.curricula.base import Curriculum
+from rla_gym.stats import error_statistics
 
 MODES = ("outcome", "policy", "reward", "env")
+#: SB3 on-policy algorithms the loop runs on.
+ALGOS = ("ppo", "a2c", "maskable-ppo")
 
 
 def check_mode(mode: str) -> str:
@@ -160,6 +163,8 @@ class RLAnythingCallback(BaseCallback):
         if prm is not None:
             metrics = evaluate_prm(prm, trajectories, m=self.reward_env.m, warn=True)
             row.update({f"rm/{k}": v for k, v in metrics.items()})
+            errors = error_statistics(prm.predict_outcomes(trajectories), [t.outcome for t in trajectories])
+            row.update({f"rm/{k}": errors[k] for k in ("p_over", "p_under", "balance")})
             if self.trainer is not None and self.reward_env.mode in ("reward", "env"):
                 row["rm/loss"] = self.trainer.update(trajectories)["loss"]
         if self.curriculum is not None:
@@ -174,6 +179,7 @@ class LoopSettings:
     """One closed-loop run (``rla train`` will be generated from these fields)."""
 
     env: str = "RLA-TextNav-v0"
+    algo: str = "ppo"
     mode: str = "env"
     curriculum: str = "task-pool"
     objective: str = "value-difference"
@@ -195,6 +201,8 @@ def validate_settings(settings: LoopSettings) -> None:
     from rla_gym.curricula import CURRICULA
 
     check_mode(settings.mode)
+    if settings.algo not in ALGOS:
+        raise ValueError(f"algo must be one of {ALGOS}, got {settings.algo!r}")
     if settings.curriculum not in CURRICULA:
         raise ValueError(f"curriculum must be one of {sorted(CURRICULA)}, got {settings.curriculum!r}")
     if settings.objective not in OUTCOME_OBJECTIVES:
@@ -213,17 +221,30 @@ def validate_settings(settings: LoopSettings) -> None:
         raise ValueError(f"{settings.env!r} is not an rla-gym environment")
 
 
+def _algorithm(settings: LoopSettings, venv: VecEnv) -> Any:
+    from stable_baselines3 import A2C, PPO
+
+    from agents.policies import MaskableTokenPolicy, TokenPolicy
+
+    common: dict[str, Any] = {"n_steps": settings.n_steps, "seed": settings.seed, "device": settings.device}
+    if settings.algo == "a2c":
+        return A2C(TokenPolicy, venv, **common)
+    if settings.algo == "maskable-ppo":
+        from sb3_contrib import MaskablePPO
+
+        return MaskablePPO(MaskableTokenPolicy, venv, batch_size=settings.n_steps, **common)
+    return PPO(TokenPolicy, venv, batch_size=settings.n_steps, **common)
+
+
 def build_loop(settings: LoopSettings) -> tuple[Any, RLAnythingCallback]:
-    """SB3 PPO with :class:`~agents.policies.TokenPolicy` on the stack the mode asks for.
+    """An SB3 on-policy algorithm (``algo``: PPO, A2C or MaskablePPO) on the stack the mode asks for.
 
     Stack: ``make_vec_env`` -> :class:`IntegratedRewardVecEnv` -> ``CurriculumVecEnv``
     (mode ``env``; other modes train at the fixed ``difficulty``).
     """
-    from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
 
     from agents.curriculum import CurriculumVecEnv
-    from agents.policies import TokenPolicy
     from rla_gym.curricula import CURRICULA, FixedCurriculum
 
     validate_settings(settings)
@@ -240,14 +261,7 @@ def build_loop(settings: LoopSettings) -> tuple[Any, RLAnythingCallback]:
     else:  # the ablation rows below the full loop keep the difficulty fixed
         curriculum = FixedCurriculum(settings.env, settings.difficulty, seed=settings.seed)
     top = CurriculumVecEnv(reward_env, curriculum)
-    model = PPO(
-        TokenPolicy,
-        top,
-        n_steps=settings.n_steps,
-        batch_size=settings.n_steps,
-        seed=settings.seed,
-        device=settings.device,
-    )
+    model = _algorithm(settings, top)
     trainer = None
     if prm is not None and settings.mode in ("reward", "env"):
         trainer = PRMTrainer(prm, settings.objective, lam=settings.lam, m=settings.m, seed=settings.seed)

@@ -198,6 +198,12 @@ def train(settings: TrainSettings) -> dict[str, Any]:
     save_checkpoint(checkpoint, settings, model, loop)
     results = {"steps": int(model.num_timesteps), "evaluation": evaluate_policy(model, settings)}
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    try:  # PNG curves when matplotlib (the "plots" extra) is installed
+        from agents.plots import plot_run
+
+        plot_run(out)
+    except ImportError:
+        pass
     return results
 
 

@@ -103,3 +103,27 @@ def test_corrupt_or_foreign_checkpoints_are_refused(tmp_path: Path, content, mes
     assert message in capsys.readouterr().err
     assert main(["eval", "--run", str(out)]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--m", "0"], "m must be an integer >= 1, got 0"),
+        (["--lam", "-1"], "lam must be a finite number >= 0, got -1.0"),
+        (["--curriculum", "magic"], "curriculum must be one of"),
+        (["--algo", "dqn"], "algo must be one of"),
+        (["--env", "Nope-v0"], "Nope"),
+        (["--objective", "supervised"], "outcome-only"),
+    ],
+)
+def test_bad_train_settings_write_nothing(tmp_path: Path, capsys, args, message) -> None:
+    out = tmp_path / "never"
+    assert main(["train", "--out", str(out), *args]) == 2
+    assert message in capsys.readouterr().err and not out.exists()
+
+
+def test_training_writes_curves(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    train(TrainSettings(steps=1024, out=str(out), n_envs=2, n_steps=256, eval_episodes=2, device="cpu"))
+    png = (out / "curves.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 5000
