@@ -329,7 +329,8 @@ def evaluate_prm(
     warn: bool = True,
 ) -> dict[str, float]:
     """Process accuracy, balanced accuracy and AUC against the exact labels; outcome accuracy;
-    p+, p-, mu of sampled votes; and the collapse detector (share of +1 votes, unanimous steps)."""
+    p+, p-, mu of sampled votes; and the collapse detector (share of +1 votes, unanimous steps),
+    which with the no-op rule looks only at steps that changed the observation."""
     steps = prm.steps(trajectories)
     logits = prm.logits(steps).cpu().numpy()
     labels = np.concatenate([t.labels for t in trajectories])
@@ -343,8 +344,13 @@ def evaluate_prm(
     generator = torch.Generator(device=prm.device).manual_seed(seed)
     votes = prm.votes(steps, m, generator=generator).cpu().numpy()
     stats = vote_statistics(votes, outcomes[owner])
-    share_plus = float((votes > 0).mean())
-    unanimous = float((np.abs(votes.sum(axis=1)) == m).mean())
+    # with the no-op rule, no-ops vote -1 by construction: judge collapse on the other steps
+    learned = np.ones(len(votes), dtype=bool)
+    if prm.noop_logit is not None:
+        learned = ~(steps["obs"] == steps["next_obs"]).all(dim=1).cpu().numpy()
+    judged = votes[learned] if learned.any() else votes
+    share_plus = float((judged > 0).mean())
+    unanimous = float((np.abs(judged.sum(axis=1)) == m).mean())
     collapsed = share_plus < 0.05 or share_plus > 0.95
     if collapsed and warn:
         warnings.warn(
