@@ -195,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in args.items() if k in fields}
     try:
         run(settings_cls(**kwargs))
-    except (ValueError, TypeError, gym.error.Error) as error:
+    except (ValueError, TypeError, OSError, gym.error.Error) as error:
         print(f"rla: error: {error}", file=sys.stderr)
         return 2
     return 0

@@ -83,8 +83,9 @@ class ProcessRewardWrapper(gym.Wrapper[Any, Any, Any, Any]):
     """Adds the PRM's process reward to each step and its outcome prediction at the last step.
 
     Each step's reward becomes ``env reward + (lam / m) * sum_j S_j`` over m PRM votes on
-    (observation, action, next observation); the votes go to ``info["rm_votes"]``. At the
-    last step ``info["rm_outcome_prediction"]`` holds the PRM's predicted outcome, so
+    (observation, action, next observation); the votes go to ``info["rm_step_votes"]``. At the
+    last step ``info["rm_votes"]`` holds the episode's votes, shape (steps, m), and
+    ``info["rm_outcome_prediction"]`` the PRM's predicted outcome, so
     ``AdaptiveDifficultyWrapper(ProcessRewardWrapper(env, prm))`` works with any algorithm.
     Needs ``obs_mode="dict"``. (The outcome O itself arrives as the env's sparse reward.)
 
@@ -94,7 +95,7 @@ class ProcessRewardWrapper(gym.Wrapper[Any, Any, Any, Any]):
         >>> env = ProcessRewardWrapper(env, ProcessRewardModel.for_env(env, device="cpu", seed=0))
         >>> obs, info = env.reset(seed=0)
         >>> _, reward, *_, info = env.step(int(info["oracle_actions"][0]))
-        >>> info["rm_votes"].shape
+        >>> info["rm_step_votes"].shape
         (3,)
     """
 
@@ -112,10 +113,11 @@ class ProcessRewardWrapper(gym.Wrapper[Any, Any, Any, Any]):
         self.generator = torch.Generator(device=prm.device).manual_seed(seed)
         self._obs: np.ndarray | None = None
         self._scores: list[float] = []
+        self._votes: list[np.ndarray] = []
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(**kwargs)
-        self._obs, self._scores = obs["tokens"], []
+        self._obs, self._scores, self._votes = obs["tokens"], [], []
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
@@ -128,9 +130,11 @@ class ProcessRewardWrapper(gym.Wrapper[Any, Any, Any, Any]):
         }
         votes = self.prm.votes(steps, self.m, generator=self.generator)[0].cpu().numpy()
         self._scores.append(float(self.prm.score(steps)[0]))
-        info["rm_votes"] = votes
+        self._votes.append(votes)
+        info["rm_step_votes"] = votes
         if terminated or truncated:
             info["rm_outcome_prediction"] = self._predict(obs)
+            info["rm_votes"] = np.stack(self._votes)
         self._obs = obs["tokens"]
         return obs, float(reward) + self.lam * float(votes.mean()), terminated, truncated, info
 

@@ -72,6 +72,8 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
         self._actions: np.ndarray | None = None
         self._steps: list[list[tuple[np.ndarray, int, np.ndarray, int]]] = [[] for _ in range(self.num_envs)]
         self._tasks: list[str] = [""] * self.num_envs
+        self._difficulties: list[float | None] = [None] * self.num_envs
+        self._votes: list[list[np.ndarray]] = [[] for _ in range(self.num_envs)]
         self.finished: list[Trajectory] = []
 
     def reset(self) -> VecEnvObs:
@@ -80,7 +82,9 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
         tokens: Any = obs
         self._last = np.array(tokens["tokens"], copy=True)
         self._steps = [[] for _ in range(self.num_envs)]
+        self._votes = [[] for _ in range(self.num_envs)]
         self._tasks = [info.get("task_id", "") for info in self.venv.reset_infos]
+        self._difficulties = [info.get("difficulty") for info in self.venv.reset_infos]
         return obs
 
     def step_async(self, actions: np.ndarray) -> None:
@@ -105,28 +109,36 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
             votes = self.prm.votes(steps, self.m, generator=self.generator).cpu().numpy()
             rewards += self.lam * votes.mean(axis=1)
             for i, info in enumerate(infos):
-                info["rm_votes"] = votes[i]
+                info["rm_step_votes"] = votes[i]
+                self._votes[i].append(votes[i])
         for i, info in enumerate(infos):
             label = 1 if info.get("progress") == 1 else -1  # for evaluation metrics only
             self._steps[i].append((self._last[i], int(self._actions[i]), after[i], label))
             if dones[i]:
                 rewards[i] += info["outcome"]
+                # the outcome is final (the step budget is part of the task): SB3 must not add
+                # gamma * V(terminal obs) to it as it does for time-limit truncations
+                info["TimeLimit.truncated"] = False
                 trajectory = self._trajectory(i, int(info["outcome"]))
                 self.finished.append(trajectory)
                 if self.prm is not None:
                     info["rm_outcome_prediction"] = float(
                         np.clip(self.prm.predict_outcome(trajectory), -1, 1)
                     )
-                self._steps[i] = []
+                if self._votes[i]:
+                    info["rm_votes"] = np.stack(self._votes[i])  # (steps, m): the whole episode's votes
+                self._steps[i], self._votes[i] = [], []
                 self._tasks[i] = self.venv.reset_infos[i].get("task_id", "")
+                self._difficulties[i] = self.venv.reset_infos[i].get("difficulty")
         self._last = np.array(tokens["tokens"], copy=True)
         return obs, rewards, dones, infos
 
     def _trajectory(self, i: int, outcome: int) -> Trajectory:
         before, actions, after, labels = zip(*self._steps[i], strict=True)
         return Trajectory(
-            np.stack(before), np.array(actions), np.stack(after), outcome, self._tasks[i], np.array(labels)
-        )
+            np.stack(before), np.array(actions), np.stack(after), outcome, self._tasks[i], np.array(labels),
+            self._difficulties[i],
+        )  # fmt: skip
 
     def drain(self) -> list[Trajectory]:
         """The trajectories finished since the last call."""
@@ -216,6 +228,18 @@ def validate_settings(settings: LoopSettings) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
     check_difficulty(settings.difficulty)
+    if settings.objective.startswith("consistency") and settings.m < 2:
+        raise ValueError(f"objective {settings.objective!r} needs m >= 2 votes, got {settings.m}")
+    if settings.algo != "a2c" and settings.n_steps * settings.n_envs < 2:
+        raise ValueError(
+            f"n_steps * n_envs must be >= 2 for {settings.algo}'s minibatches, got {settings.n_steps}"
+        )
+    try:
+        device = torch.device(settings.device) if settings.device != "auto" else None
+    except RuntimeError as error:
+        raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:N]', got {settings.device!r}") from error
+    if device is not None and device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {settings.device!r} asked for, but CUDA is not available here")
     env = gym.make(settings.env)  # an unknown id raises gymnasium's NameNotFound
     if not isinstance(env.unwrapped, RLAEnv):
         raise ValueError(f"{settings.env!r} is not an rla-gym environment")
@@ -257,7 +281,9 @@ def build_loop(settings: LoopSettings) -> tuple[Any, RLAnythingCallback]:
         venv, prm, mode=settings.mode, lam=settings.lam, m=settings.m, seed=settings.seed
     )
     if settings.mode == "env" and settings.curriculum != "fixed":
-        curriculum: Curriculum = CURRICULA[settings.curriculum](settings.env, seed=settings.seed)
+        # PLR's default score needs value estimates, which the adapter does not have: use RM error
+        extra = {"score": "rm_error"} if settings.curriculum == "plr" else {}
+        curriculum: Curriculum = CURRICULA[settings.curriculum](settings.env, seed=settings.seed, **extra)
     else:  # the ablation rows below the full loop keep the difficulty fixed
         curriculum = FixedCurriculum(settings.env, settings.difficulty, seed=settings.seed)
     top = CurriculumVecEnv(reward_env, curriculum)

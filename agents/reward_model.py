@@ -36,7 +36,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from agents.trajectories import Trajectory, task_success_rates
+from agents.trajectories import Trajectory, success_groups, task_success_rates
 from rla_gym.stats import vote_statistics
 
 OBJECTIVES = ("consistency", "consistency-balanced", "regression", "value-difference", "supervised")
@@ -207,6 +207,10 @@ class PRMTrainer:
             raise ValueError(f"lam must be a finite number >= 0, got {lam!r}")
         if isinstance(m, bool) or not isinstance(m, int) or m < 1:
             raise ValueError(f"m must be an integer >= 1, got {m!r}")
+        if objective.startswith("consistency") and m < 2:
+            raise ValueError(
+                f"objective {objective!r} needs m >= 2 votes (one vote is always unanimous), got {m}"
+            )
         self.prm, self.objective, self.lam, self.m = prm, objective, float(lam), m
         self.success_band = success_band
         self.minibatch = minibatch_trajectories
@@ -241,7 +245,8 @@ class PRMTrainer:
             return list(trajectories)
         low, high = self.success_band
         rates = task_success_rates(trajectories)
-        return [t for t in trajectories if low <= rates[t.task_id] <= high]
+        keys = success_groups(trajectories)
+        return [t for t, key in zip(trajectories, keys, strict=True) if low <= rates[key] <= high]
 
     def _loss(self, batch: list[Trajectory]) -> torch.Tensor | None:
         prm = self.prm
@@ -289,19 +294,39 @@ class PRMTrainer:
             std = rewards.std(dim=1, unbiased=False, keepdim=True)
             mixed = (std > 0).squeeze(1)  # unanimous votes give zero advantage: skipped
             advantages = (rewards - rewards.mean(dim=1, keepdim=True)) / std.clamp(min=1e-8)
-            weights = torch.ones_like(step_outcome)
-            if self.objective == "consistency-balanced":
-                weights = 1.0 / lengths[owner].float()
-                wins = outcomes > 0
-                for group in (wins, ~wins):  # successes and failures carry equal total weight
-                    members = group[owner]
-                    if members.any():
-                        weights[members] = weights[members] / weights[members].sum()
-            weights = weights * mixed
+            weights = consistency_weights(
+                lengths, owner, outcomes, mixed, self.objective == "consistency-balanced"
+            )
         if weights.sum() == 0:
             return None
         log_p = nn.functional.logsigmoid(torch.where(votes > 0, 1.0, -1.0) * logits.unsqueeze(1))
         return -(weights.unsqueeze(1) * advantages * log_p).sum() / (weights.sum() * m)
+
+
+def consistency_weights(
+    lengths: torch.Tensor, owner: torch.Tensor, outcomes: torch.Tensor, mixed: torch.Tensor, balanced: bool
+) -> torch.Tensor:
+    """Per-step weights of the consistency objectives; steps with unanimous votes weigh 0.
+
+    Balanced: each step weighs 1/T of its trajectory, then successful and failed trajectories
+    are scaled to equal total weight over the steps that remain (after unanimous ones drop out).
+
+    Example:
+        >>> w = consistency_weights(torch.tensor([2, 4]), torch.tensor([0, 0, 1, 1, 1, 1]),
+        ...                         torch.tensor([1.0, -1.0]), torch.tensor([1, 0, 1, 1, 0, 1]).bool(), True)
+        >>> w.tolist()
+        [1.0, 0.0, 0.3333333432674408, 0.3333333432674408, 0.0, 0.3333333432674408]
+    """
+    weights = mixed.float()
+    if not balanced:
+        return weights
+    weights = weights / lengths[owner].float()
+    wins = (outcomes > 0)[owner]
+    for group in (wins, ~wins):
+        total = weights[group].sum()
+        if total > 0:
+            weights[group] = weights[group] / total
+    return weights
 
 
 def auc(scores: np.ndarray, labels: np.ndarray) -> float:

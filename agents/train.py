@@ -73,6 +73,10 @@ def save_checkpoint(path: Path, settings: TrainSettings, model: Any, callback: R
         "prm": None if prm is None else prm.state_dict(),
         "prm_optimizer": None if trainer is None else trainer.optimizer.state_dict(),
         "prm_rng": None if trainer is None else trainer.rng.bit_generator.state,
+        "prm_votes_rng": None if trainer is None else trainer.generator.get_state(),
+        "reward_votes_rng": None
+        if callback.reward_env.generator is None
+        else callback.reward_env.generator.get_state(),
         "curriculum": None if callback.curriculum is None else callback.curriculum.state_dict(),
         "history": callback.history,
         "rng": {
@@ -106,6 +110,9 @@ def _restore(payload: dict[str, Any], model: Any, callback: RLAnythingCallback) 
     if trainer is not None and payload["prm_optimizer"] is not None:
         trainer.optimizer.load_state_dict(payload["prm_optimizer"])
         trainer.rng.bit_generator.state = payload["prm_rng"]
+        trainer.generator.set_state(payload["prm_votes_rng"])
+    if callback.reward_env.generator is not None and payload["reward_votes_rng"] is not None:
+        callback.reward_env.generator.set_state(payload["reward_votes_rng"])
     if callback.curriculum is not None and payload["curriculum"] is not None:
         callback.curriculum.load_state_dict(payload["curriculum"])
     callback.history = list(payload["history"])
@@ -144,6 +151,10 @@ class CheckpointCallback(BaseCallback):
             success = self.loop.history[-1]["loop/success"] if self.loop.history else float("nan")
             self._bar.set_postfix(success=f"{success:.2f}")
             self._bar.refresh()
+
+    def _on_rollout_start(self) -> None:
+        # SB3 trains on a rollout after its rollout_end and before the next rollout_start: saving
+        # here keeps the step counter and the policy / optimizer consistent
         if self.model.num_timesteps - self._last >= self.every:
             save_checkpoint(self.path, self.settings, self.model, self.loop)
             self._last = self.model.num_timesteps
@@ -165,15 +176,18 @@ def train(settings: TrainSettings) -> dict[str, Any]:
         settings.out = f"runs/{settings.env}-{settings.mode}-{time.strftime('%Y%m%d-%H%M%S')}"
     out = Path(settings.out)
     checkpoint = out / "checkpoint.pt"
-    if settings.steps < 1:
-        raise ValueError(f"steps must be >= 1, got {settings.steps}")
+    rollout = settings.n_steps * settings.n_envs
+    if settings.steps < rollout:
+        raise ValueError(f"steps must be >= one rollout (n_steps * n_envs = {rollout}), got {settings.steps}")
+    if settings.eval_episodes < 1:
+        raise ValueError(f"eval_episodes must be >= 1, got {settings.eval_episodes}")
     if settings.resume:
         payload = load_checkpoint(checkpoint)
         saved = {k: v for k, v in payload["settings"].items() if k in _loop_fields(settings)}
         if saved != _loop_fields(settings):
             differ = sorted(k for k in saved if saved[k] != _loop_fields(settings)[k])
             raise ValueError(f"--resume with settings that differ from the run in {out}: {differ}")
-    elif out.exists() and any(out.iterdir()):
+    elif checkpoint.exists():  # a directory without a checkpoint is a run that never got going
         raise ValueError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
     validate_settings(LoopSettings(**_loop_fields(settings)))  # before anything is written
     out.mkdir(parents=True, exist_ok=True)
@@ -226,6 +240,7 @@ def load_run(run: str) -> tuple[Any, TrainSettings]:
     payload = load_checkpoint(Path(run) / "checkpoint.pt")
     known = {f.name for f in dataclasses.fields(TrainSettings)}
     settings = TrainSettings(**{k: v for k, v in payload["settings"].items() if k in known})
+    settings.device = "cpu"  # evaluation needs no GPU, and the run may come from a machine with one
     model, _ = build_loop(LoopSettings(**_loop_fields(settings)))
     model.policy.load_state_dict(payload["policy"])
     model.num_timesteps = payload["num_timesteps"]

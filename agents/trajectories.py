@@ -26,6 +26,7 @@ class Trajectory:
     outcome: int
     task_id: str
     labels: np.ndarray | None = None
+    difficulty: float | None = None
 
     def __len__(self) -> int:
         return len(self.actions)
@@ -73,15 +74,33 @@ def collect_mixture_trajectories(
             out.append(
                 Trajectory(
                     np.stack(before), np.array(actions), np.stack(after), int(info["outcome"]), task.task_id,
-                    np.array(labels),
+                    np.array(labels), task.difficulty,
                 )
             )  # fmt: skip
     return out
 
 
-def task_success_rates(trajectories: Sequence[Trajectory]) -> dict[str, float]:
-    """Success rate of each task over the given trajectories."""
-    wins: dict[str, list[int]] = {}
+def success_groups(trajectories: Sequence[Trajectory]) -> list[str]:
+    """The group whose success rate the paper's [0.2, 0.8] filter reads, per trajectory.
+
+    A task with several rollouts in the batch is its own group (the paper). Curricula that draw
+    a fresh task every episode never repeat one, and a task seen once has a success rate of 0
+    or 1, so such tasks are grouped by their difficulty instead.
+    """
+    counts: dict[str, int] = {}
     for t in trajectories:
-        wins.setdefault(t.task_id, []).append(t.outcome == 1)
-    return {task: float(np.mean(w)) for task, w in wins.items()}
+        counts[t.task_id] = counts.get(t.task_id, 0) + 1
+    return [
+        t.task_id
+        if counts[t.task_id] >= 2 or t.difficulty is None
+        else f"difficulty={round(t.difficulty, 2)}"
+        for t in trajectories
+    ]
+
+
+def task_success_rates(trajectories: Sequence[Trajectory]) -> dict[str, float]:
+    """Success rate of each group (see :func:`success_groups`) over the given trajectories."""
+    wins: dict[str, list[int]] = {}
+    for key, t in zip(success_groups(trajectories), trajectories, strict=True):
+        wins.setdefault(key, []).append(t.outcome == 1)
+    return {key: float(np.mean(w)) for key, w in wins.items()}

@@ -75,7 +75,14 @@ def main() -> None:
     rows = []
     for name, values in times.items():
         median = statistics.median(values)
-        rows.append({"run": name, "ms_per_step": round(1000 * median, 4), "ratio": round(median / base, 3)})
+        rows.append(
+            {
+                "run": name,
+                "ms_per_step": round(1000 * median, 4),
+                "runs_ms": [round(1000 * v, 4) for v in values],
+                "ratio": round(median / base, 3),
+            }
+        )
         runs = " / ".join(f"{1000 * v:.3f}" for v in values)
         print(f"| {name} | {1000 * median:.3f} | {runs} | {median / base:.2f} |")
     throughput = {head: round(prm_throughput(head)) for head in ("step", "value")}

@@ -75,11 +75,11 @@ def test_wrapper_adds_process_reward_and_outcome_prediction() -> None:
     while not done:
         obs, reward, terminated, truncated, info = env.step(random_agent(obs, info, rng))
         done = terminated or truncated
-        votes = info["rm_votes"]
+        votes = info["rm_step_votes"]
         assert votes.shape == (4,) and reward == pytest.approx(
             (1.0 if terminated else 0.0) + 0.5 * votes.mean()
         )
-    assert -1 <= info["rm_outcome_prediction"] <= 1
+    assert -1 <= info["rm_outcome_prediction"] <= 1 and info["rm_votes"].shape[1] == 4
     with pytest.raises(TypeError, match="needs obs_mode='dict'"):
         ProcessRewardWrapper(gym.make("RLA-TextNav-v0", obs_mode="flat"), prm)
 

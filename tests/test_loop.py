@@ -46,9 +46,10 @@ def test_integrated_rewards_reach_the_algorithm() -> None:
         _, rewards, dones, infos = env.step(rng.integers(0, 24, 2))
         for i, info in enumerate(infos):
             outcome = info["outcome"] if dones[i] else 0
-            assert rewards[i] == pytest.approx(outcome + 0.5 * info["rm_votes"].mean())
+            assert rewards[i] == pytest.approx(outcome + 0.5 * info["rm_step_votes"].mean())
             if dones[i]:
                 assert -1 <= info["rm_outcome_prediction"] <= 1
+                assert info["TimeLimit.truncated"] is False  # no bootstrap on top of the final outcome
     assert env.drain() and not env.drain()  # finished trajectories are handed over once
     outcome_only = IntegratedRewardVecEnv(make_vec_env("RLA-TextNav-v0", n_envs=1), None, mode="outcome")
     outcome_only.reset()
@@ -72,3 +73,19 @@ def test_loop_runs_on_other_on_policy_algorithms(algo: str) -> None:
     model, callback = build_loop(LoopSettings(algo=algo, n_envs=2, n_steps=128, device="cpu"))
     model.learn(512, callback=callback)
     assert model.num_timesteps >= 512 and {"rm/balance", "rm/p_over"} <= set(callback.history[-1])
+
+
+def test_plr_and_the_consistency_objective_work_inside_the_loop() -> None:
+    # PLR scores by RM error (the adapter has no value estimates); the consistency filter groups
+    # fresh-seed tasks by difficulty, so it has data even though no task repeats
+    model, callback = build_loop(LoopSettings(curriculum="plr", n_envs=2, n_steps=256, device="cpu"))
+    model.learn(1024, callback=callback)
+    assert callback.curriculum.levels
+    model, callback = build_loop(
+        LoopSettings(
+            mode="reward", objective="consistency", difficulty=0.0, n_envs=2, n_steps=256, device="cpu"
+        )
+    )
+    model.learn(2048, callback=callback)
+    losses = [row["rm/loss"] for row in callback.history]
+    assert any(np.isfinite(loss) for loss in losses), losses

@@ -77,6 +77,18 @@ def test_trainer_rejects_bad_settings(env) -> None:
         PRMTrainer(prm, "value-difference")
 
 
+def test_single_rollout_tasks_are_grouped_by_difficulty() -> None:
+    from agents.trajectories import Trajectory, success_groups
+
+    def t(task, outcome, d):
+        z = np.zeros((1, 69), dtype=np.int64)
+        return Trajectory(z, np.zeros(1, dtype=np.int64), z, outcome, task, np.ones(1), d)
+
+    batch = [t("a", 1, 0.3), t("a", -1, 0.3), t("b", 1, 0.3), t("c", -1, 0.31), t("d", 1, None)]
+    assert success_groups(batch) == ["a", "a", "difficulty=0.3", "difficulty=0.31", "d"]
+    assert task_success_rates(batch) == {"a": 0.5, "difficulty=0.3": 1.0, "difficulty=0.31": 0.0, "d": 1.0}
+
+
 def test_consistency_uses_only_tasks_in_the_success_band(env, data) -> None:
     train, _ = data
     rates = task_success_rates(train)

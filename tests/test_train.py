@@ -70,6 +70,33 @@ def test_resume_in_process_restores_state(tmp_path: Path) -> None:
     )
     assert len(second["history"]) > len(first["history"])
     assert second["curriculum"]["episodes"] > first["curriculum"]["episodes"]
+    # PPO trains 10 epochs x (512 / 512) minibatches per 512-step rollout: the saved policy has seen them all
+    assert (first["n_updates"], second["n_updates"]) == (20, 40)
+
+
+def test_periodic_checkpoints_include_the_rollouts_update(tmp_path: Path, monkeypatch) -> None:
+    import agents.train as module
+
+    seen = []
+    real = module.save_checkpoint
+
+    def spy(path, settings, model, callback):
+        seen.append((model.num_timesteps, model._n_updates))
+        real(path, settings, model, callback)
+
+    monkeypatch.setattr(module, "save_checkpoint", spy)
+    train(
+        TrainSettings(
+            steps=2048,
+            out=str(tmp_path / "r"),
+            n_envs=2,
+            n_steps=256,
+            checkpoint_every=512,
+            eval_episodes=2,
+            device="cpu",
+        )
+    )
+    assert seen and all(updates == steps // 512 * 10 for steps, updates in seen), seen
 
 
 def test_refusals_never_touch_an_existing_run(tmp_path: Path, capsys) -> None:
@@ -114,6 +141,11 @@ def test_corrupt_or_foreign_checkpoints_are_refused(tmp_path: Path, content, mes
         (["--algo", "dqn"], "algo must be one of"),
         (["--env", "Nope-v0"], "Nope"),
         (["--objective", "supervised"], "outcome-only"),
+        (["--device", "nonsense"], "device must be 'auto', 'cpu' or 'cuda[:N]', got 'nonsense'"),
+        (["--steps", "10"], "steps must be >= one rollout"),
+        (["--eval-episodes", "0"], "eval_episodes must be >= 1, got 0"),
+        (["--objective", "consistency", "--m", "1"], "needs m >= 2 votes"),
+        (["--n-steps", "1", "--n-envs", "1"], "must be >= 2"),
     ],
 )
 def test_bad_train_settings_write_nothing(tmp_path: Path, capsys, args, message) -> None:
@@ -127,3 +159,11 @@ def test_training_writes_curves(tmp_path: Path) -> None:
     train(TrainSettings(steps=1024, out=str(out), n_envs=2, n_steps=256, eval_episodes=2, device="cpu"))
     png = (out / "curves.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 5000
+
+
+def test_a_start_that_failed_before_its_first_checkpoint_can_be_retried(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "settings.json").write_text("{}")  # what a crash before the first checkpoint leaves
+    assert main(["train", "--steps", "512", "--out", str(out), *FAST]) == 0
+    assert (out / "checkpoint.pt").exists()

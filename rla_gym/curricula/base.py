@@ -102,8 +102,8 @@ class Curriculum(abc.ABC):
         """Learn from one finished episode."""
         if result.task.env_id != self.env_id:
             raise ValueError(f"result is for {result.task.env_id!r}, this curriculum serves {self.env_id!r}")
-        self.episodes += 1
         self._learn(result)
+        self.episodes += 1  # only once the strategy accepted the result
 
     def _learn(self, result: EpisodeResult) -> None:  # noqa: B027  (a hook, not abstract)
         """Strategy-specific learning; the default learns nothing."""
