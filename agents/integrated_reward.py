@@ -128,8 +128,9 @@ class ProcessRewardWrapper(gym.Wrapper[Any, Any, Any, Any]):
             "action": torch.as_tensor([int(action)], device=device),
             "next_obs": torch.as_tensor(obs["tokens"], device=device).unsqueeze(0),
         }
-        votes = self.prm.votes(steps, self.m, generator=self.generator)[0].cpu().numpy()
-        self._scores.append(float(self.prm.score(steps)[0]))
+        votes_t, scores = self.prm.votes_and_scores(steps, self.m, generator=self.generator)
+        votes = votes_t[0].cpu().numpy()
+        self._scores.append(float(scores[0]))
         self._votes.append(votes)
         info["rm_step_votes"] = votes
         if terminated or truncated:

@@ -143,14 +143,21 @@ class ProcessRewardModel(nn.Module):
         return torch.where(unchanged, torch.full_like(raw, self.noop_logit), raw)
 
     @torch.inference_mode()
+    def votes_and_scores(
+        self, steps: dict[str, torch.Tensor], m: int = 3, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """m votes per step, shape (steps, m), and the expected vote per step, from one forward pass."""
+        if m < 1:
+            raise ValueError(f"m must be >= 1, got {m}")
+        p = torch.sigmoid(self.logits(steps))
+        draws = torch.rand((len(p), m), generator=generator, device=p.device)
+        return torch.where(draws < p.unsqueeze(1), 1.0, -1.0), 2 * p - 1
+
     def votes(
         self, steps: dict[str, torch.Tensor], m: int = 3, generator: torch.Generator | None = None
     ) -> torch.Tensor:
         """m stochastic votes in {+1, -1} per step, shape (steps, m)."""
-        if m < 1:
-            raise ValueError(f"m must be >= 1, got {m}")
-        p = torch.sigmoid(self.logits(steps)).unsqueeze(1).expand(-1, m)
-        return torch.where(torch.rand(p.shape, generator=generator, device=p.device) < p, 1.0, -1.0)
+        return self.votes_and_scores(steps, m, generator)[0]
 
     @torch.no_grad()
     def score(self, steps: dict[str, torch.Tensor]) -> torch.Tensor:
