@@ -96,6 +96,8 @@ class RLAEnv(gym.Env[Any, np.int64]):
     token_length: ClassVar[int]
     #: Names of the fixed discrete commands.
     action_names: ClassVar[tuple[str, ...]]
+    #: A command that is always admissible and never changes the state ("look", "wait").
+    noop_action: ClassVar[int]
     #: Upper bound on the length of the text observation, and its alphabet.
     text_max_length: ClassVar[int]
     text_charset: ClassVar[str]

@@ -62,7 +62,8 @@ def test_two_copies_with_one_seed_agree(env_id: str, obs_mode: str) -> None:
 def test_pickled_env_continues_its_episode_identically(env_id: str, obs_mode: str) -> None:
     env = gym.make(env_id, difficulty=0.8, obs_mode=obs_mode)
     obs, info = env.reset(seed=1)
-    for action in info["oracle_actions"][:1] + [23, 23]:  # mid-episode, some progress made
+    noop = env.unwrapped.noop_action
+    for action in info["oracle_actions"][:1] + [noop, noop]:  # mid-episode, some progress made
         obs, _, _, _, info = env.step(action)
     clone = pickle.loads(pickle.dumps(env))
     rng_a, rng_b = np.random.default_rng(5), np.random.default_rng(5)
@@ -128,7 +129,8 @@ def test_set_difficulty_through_vector_call_applies_at_next_reset(env_id: str, m
     restarted = np.zeros(2, dtype=bool)
     for _ in range(200):
         done = terminated | truncated
-        _, _, terminated, truncated, info = envs.step(np.full(2, 23))  # "look" until the budget ends
+        # the no-op command until the budget ends
+        _, _, terminated, truncated, info = envs.step(np.full(2, envs.get_attr("noop_action")[0]))
         restarted |= done
         assert np.all(info["difficulty"][done] == 0.9)
     assert restarted.all()
@@ -188,3 +190,21 @@ def test_harder_means_longer_solutions_and_lower_random_success(env_id: str) -> 
 
 def test_registry_holds_only_rla_ids_with_no_duplicates() -> None:
     assert RLA_ENV_IDS and len(RLA_ENV_IDS) == len(set(RLA_ENV_IDS))
+
+
+def test_noop_action_is_always_admissible_and_changes_nothing(env_id: str) -> None:
+    env = gym.make(env_id, difficulty=0.7)
+    noop = env.unwrapped.noop_action
+    rng = np.random.default_rng(0)
+    obs, info = env.reset(seed=0)
+    for _ in range(300):
+        assert info["action_mask"][noop] == 1
+        if rng.random() < 0.3:
+            after, _, terminated, truncated, info_after = env.step(noop)
+            if not (terminated or truncated):
+                assert np.array_equal(after["tokens"], obs["tokens"]) and info_after["progress"] == 0
+        else:
+            after, _, terminated, truncated, info_after = env.step(random_agent(obs, info, rng))
+        obs, info = after, info_after
+        if terminated or truncated:
+            obs, info = env.reset()

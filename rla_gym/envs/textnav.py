@@ -152,6 +152,7 @@ class TextNavEnv(RLAEnv):
     vocab = VOCAB
     token_length = 5 + 3 * HINT_STEPS + 2 + 4 * 4 + 2 * ROOM_SLOTS + 2 * INVENTORY_SLOTS
     action_names = ACTION_NAMES
+    noop_action = LOOK_
     text_max_length = 1200
     text_charset = string.ascii_letters + string.digits + " .,;:()'-\n"
 
