@@ -5,8 +5,10 @@ rollouts -> PRM votes -> integrated reward -> policy update -> PRM update -> cur
 The pieces are an SB3 ``VecEnvWrapper`` and a callback, so the algorithm itself is untouched:
 
 - :class:`IntegratedRewardVecEnv` replaces each step's reward with integrated feedback. The
-  outcome O (+1 / -1) arrives on the last step and lambda * mean_j S_j on every step, from one
-  batched PRM call per vector step. It also collects the finished trajectories and writes
+  outcome O (+1 / -1) arrives on the last step and lambda * mean_j S_j on every step; in the
+  loop the PRM scores each episode in one call when it ends and the rest of the rollout in one
+  call at its end, and the callback adds these process rewards to SB3's rollout buffer before
+  the update. It also collects the finished trajectories and writes
   ``info["rm_outcome_prediction"]`` for the curriculum adapter (``CurriculumVecEnv``) that
   wraps it. With PPO's discounted returns this is the paper's per-step
   R_i = O + (lambda/m) sum_j S_ij in the form a critic-based algorithm can use.
@@ -21,11 +23,12 @@ Modes (the ablation rows): ``outcome`` (outcome reward only, no PRM), ``policy``
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs, VecEnvStepReturn
 
@@ -46,7 +49,16 @@ def check_mode(mode: str) -> str:
 
 
 class IntegratedRewardVecEnv(VecEnvWrapper):
-    """Rewards = outcome on the last step + lambda * mean of m PRM votes on every step (mode != outcome)."""
+    """Rewards = outcome on the last step + lambda * mean of m PRM votes on every step (mode != outcome).
+
+    ``deferred=False``: every vector step's rewards carry their process part, from one PRM call
+    per vector step. ``deferred=True`` (the loop's choice): steps return the outcome part only;
+    the PRM scores an episode's steps in one call when it ends (that call also gives
+    ``rm_outcome_prediction``) and the unfinished rest in one call per rollout, when
+    :meth:`finish_rollout` hands the rollout's process rewards to :class:`RLAnythingCallback`,
+    which adds them to SB3's rollout buffer and recomputes the advantages. Same rewards, several
+    times fewer PRM calls. Either way each step is voted on exactly once.
+    """
 
     def __init__(
         self,
@@ -57,6 +69,7 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
         lam: float = 1.0,
         m: int = 3,
         seed: int = 0,
+        deferred: bool = False,
     ) -> None:
         super().__init__(venv)
         self.mode = check_mode(mode)
@@ -66,23 +79,31 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
             raise ValueError(f"lam must be a finite number >= 0, got {lam!r}")
         if isinstance(m, bool) or not isinstance(m, int) or m < 1:
             raise ValueError(f"m must be an integer >= 1, got {m!r}")
-        self.prm, self.lam, self.m = prm, float(lam), m
+        self.prm, self.lam, self.m, self.deferred = prm, float(lam), m, bool(deferred)
+        self.scoring = prm is not None and mode != "outcome"
         self.generator = torch.Generator(device=prm.device).manual_seed(seed) if prm is not None else None
         self._last: np.ndarray | None = None
         self._actions: np.ndarray | None = None
-        self._steps: list[list[tuple[np.ndarray, int, np.ndarray, int]]] = [[] for _ in range(self.num_envs)]
-        self._tasks: list[str] = [""] * self.num_envs
-        self._difficulties: list[float | None] = [None] * self.num_envs
-        self._votes: list[list[np.ndarray]] = [[] for _ in range(self.num_envs)]
         self.finished: list[Trajectory] = []
+        self._clear_episodes()
+
+    def _clear_episodes(self) -> None:
+        n = self.num_envs
+        self._steps: list[list[tuple[np.ndarray, int, np.ndarray, int]]] = [[] for _ in range(n)]
+        self._votes: list[list[np.ndarray]] = [[] for _ in range(n)]
+        self._estimates: list[list[float]] = [[] for _ in range(n)]
+        self._unscored: list[list[int]] = [[] for _ in range(n)]  # rollout positions of unscored steps
+        self._process: list[np.ndarray] = []  # per vector step of the rollout: lambda * mean vote
+        self._last_votes: dict[int, np.ndarray] = {}
+        self._tasks: list[str] = [""] * n
+        self._difficulties: list[float | None] = [None] * n
 
     def reset(self) -> VecEnvObs:
         obs = self.venv.reset()
         self.reset_infos = self.venv.reset_infos  # SB3's VecEnvWrapper does not pass them on
         tokens: Any = obs
         self._last = np.array(tokens["tokens"], copy=True)
-        self._steps = [[] for _ in range(self.num_envs)]
-        self._votes = [[] for _ in range(self.num_envs)]
+        self._clear_episodes()
         self._tasks = [info.get("task_id", "") for info in self.venv.reset_infos]
         self._difficulties = [info.get("difficulty") for info in self.venv.reset_infos]
         return obs
@@ -97,41 +118,78 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
         assert self._last is not None and self._actions is not None
         tokens: Any = obs  # a dict observation: token ids under "tokens"
         after = np.array(tokens["tokens"], copy=True)
-        for j in np.flatnonzero(dones).tolist():
+        done_envs = np.flatnonzero(dones).tolist()
+        for j in done_envs:
             after[j] = infos[j]["terminal_observation"]["tokens"]
-        rewards = np.zeros(self.num_envs, dtype=np.float32)
-        if self.prm is not None and self.mode != "outcome":
-            steps = {
-                "obs": torch.as_tensor(self._last, device=self.prm.device),
-                "action": torch.as_tensor(self._actions, device=self.prm.device),
-                "next_obs": torch.as_tensor(after, device=self.prm.device),
-            }
-            votes = self.prm.votes(steps, self.m, generator=self.generator).cpu().numpy()
-            rewards += self.lam * votes.mean(axis=1)
-            for i, info in enumerate(infos):
-                info["rm_step_votes"] = votes[i]
-                self._votes[i].append(votes[i])
+        if not self.deferred:
+            self._process = []
+        position = len(self._process)
+        self._process.append(np.zeros(self.num_envs, dtype=np.float32))
         for i, info in enumerate(infos):
             label = 1 if info.get("progress") == 1 else -1  # for evaluation metrics only
             self._steps[i].append((self._last[i], int(self._actions[i]), after[i], label))
-            if dones[i]:
-                rewards[i] += info["outcome"]
-                # the outcome is final (the step budget is part of the task): SB3 must not add
-                # gamma * V(terminal obs) to it as it does for time-limit truncations
-                info["TimeLimit.truncated"] = False
-                trajectory = self._trajectory(i, int(info["outcome"]))
-                self.finished.append(trajectory)
-                if self.prm is not None:
-                    info["rm_outcome_prediction"] = float(
-                        np.clip(self.prm.predict_outcome(trajectory), -1, 1)
-                    )
-                if self._votes[i]:
-                    info["rm_votes"] = np.stack(self._votes[i])  # (steps, m): the whole episode's votes
-                self._steps[i], self._votes[i] = [], []
-                self._tasks[i] = self.venv.reset_infos[i].get("task_id", "")
-                self._difficulties[i] = self.venv.reset_infos[i].get("difficulty")
+            if self.scoring:
+                self._unscored[i].append(position)
+        if self.scoring:
+            self._score_unscored(done_envs if self.deferred else range(self.num_envs))
+        rewards = np.zeros(self.num_envs, dtype=np.float32) if self.deferred else self._process[-1].copy()
+        for i in done_envs:
+            info = infos[i]
+            rewards[i] += info["outcome"]
+            # the outcome is final (the step budget is part of the task): SB3 must not add
+            # gamma * V(terminal obs) to it as it does for time-limit truncations
+            info["TimeLimit.truncated"] = False
+            self.finished.append(self._trajectory(i, int(info["outcome"])))
+            if self.scoring:
+                assert self.prm is not None
+                estimates = self._estimates[i]
+                prediction = estimates[-1] if self.prm.head == "value" else sum(estimates) / len(estimates)
+                info["rm_outcome_prediction"] = float(np.clip(prediction, -1, 1))
+                info["rm_votes"] = np.stack(self._votes[i])  # (steps, m): the whole episode's votes
+            self._steps[i], self._votes[i], self._estimates[i] = [], [], []
+            self._tasks[i] = self.venv.reset_infos[i].get("task_id", "")
+            self._difficulties[i] = self.venv.reset_infos[i].get("difficulty")
+        if self.scoring and not self.deferred:
+            for i, info in enumerate(infos):
+                info["rm_step_votes"] = self._last_votes[i]
         self._last = np.array(tokens["tokens"], copy=True)
         return obs, rewards, dones, infos
+
+    def _score_unscored(self, envs: Any) -> None:
+        """One PRM call for every not yet scored step of ``envs``; fills the process rewards."""
+        assert self.prm is not None
+        jobs = [(i, len(self._unscored[i])) for i in envs if self._unscored[i]]
+        if not jobs:
+            return
+        rows = [step for i, k in jobs for step in self._steps[i][-k:]]
+        device = self.prm.device
+        steps = {
+            "obs": torch.as_tensor(np.stack([r[0] for r in rows]), device=device),
+            "action": torch.as_tensor(np.array([r[1] for r in rows]), device=device),
+            "next_obs": torch.as_tensor(np.stack([r[2] for r in rows]), device=device),
+        }
+        votes_t, _, estimates_t = self.prm.assess(steps, self.m, generator=self.generator)
+        votes, estimates = votes_t.cpu().numpy(), estimates_t.cpu().tolist()
+        process = self.lam * votes.mean(axis=1)
+        offset = 0
+        for i, k in jobs:
+            for position, value in zip(self._unscored[i], process[offset : offset + k], strict=True):
+                self._process[position][i] = value
+            self._votes[i].extend(votes[offset : offset + k])
+            self._estimates[i].extend(estimates[offset : offset + k])
+            self._last_votes[i] = votes[offset + k - 1]
+            self._unscored[i] = []
+            offset += k
+
+    def finish_rollout(self) -> np.ndarray:
+        """Process rewards (n_steps, n_envs) of the vector steps since the last call (``deferred``)."""
+        if not self.deferred:
+            raise RuntimeError("finish_rollout() is for deferred=True; rewards already hold the process part")
+        if self.scoring:
+            self._score_unscored(range(self.num_envs))
+        process = np.stack(self._process) if self._process else np.zeros((0, self.num_envs), np.float32)
+        self._process = []
+        return process
 
     def _trajectory(self, i: int, outcome: int) -> Trajectory:
         before, actions, after, labels = zip(*self._steps[i], strict=True)
@@ -163,7 +221,26 @@ class RLAnythingCallback(BaseCallback):
     def _on_step(self) -> bool:
         return True
 
+    def _add_process_rewards(self) -> None:
+        """Deferred scoring: add the rollout's process rewards to SB3's buffer, then redo GAE.
+
+        SB3 computes returns and advantages just before ``on_rollout_end``, from the rewards the
+        env returned (outcome only); recomputing them from the full rewards is exact.
+        """
+        process = self.reward_env.finish_rollout()
+        if not self.reward_env.scoring:
+            return
+        buffer = cast(OnPolicyAlgorithm, self.model).rollout_buffer
+        if process.shape != buffer.rewards.shape:
+            raise RuntimeError(
+                f"rollout of shape {process.shape} does not match SB3's buffer {buffer.rewards.shape}"
+            )
+        buffer.rewards += process
+        buffer.compute_returns_and_advantage(last_values=self.locals["values"], dones=self.locals["dones"])
+
     def _on_rollout_end(self) -> None:
+        if self.reward_env.deferred:
+            self._add_process_rewards()
         trajectories = self.reward_env.drain()
         if not trajectories:
             return
@@ -278,7 +355,7 @@ def build_loop(settings: LoopSettings) -> tuple[Any, RLAnythingCallback]:
         head = "value" if settings.objective == "value-difference" else "step"
         prm = ProcessRewardModel.for_env(venv.envs[0], head=head, device=settings.device, seed=settings.seed)  # type: ignore[attr-defined]
     reward_env = IntegratedRewardVecEnv(
-        venv, prm, mode=settings.mode, lam=settings.lam, m=settings.m, seed=settings.seed
+        venv, prm, mode=settings.mode, lam=settings.lam, m=settings.m, seed=settings.seed, deferred=True
     )
     if settings.mode == "env" and settings.curriculum != "fixed":
         # PLR's default score needs value estimates, which the adapter does not have: use RM error

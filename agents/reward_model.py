@@ -121,9 +121,16 @@ class ProcessRewardModel(nn.Module):
 
     def logits(self, steps: dict[str, torch.Tensor], *, detach_values: bool = False) -> torch.Tensor:
         """One vote logit per step (no-op steps get ``noop_logit``)."""
+        return self._logits_and_next_values(steps, detach_values)[0]
+
+    def _logits_and_next_values(
+        self, steps: dict[str, torch.Tensor], detach_values: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        next_values = None
         if self.head == "value":
             both = self.values(torch.cat([steps["obs"], steps["next_obs"]]))  # one forward pass, not two
-            difference = both[len(steps["obs"]) :] - both[: len(steps["obs"])]
+            next_values = both[len(steps["obs"]) :]
+            difference = next_values - both[: len(steps["obs"])]
             if detach_values:
                 difference = difference.detach()
             raw = self.log_temperature.exp() * difference
@@ -137,21 +144,36 @@ class ProcessRewardModel(nn.Module):
                 dim=1,
             )
             raw = self.step_net(features).squeeze(-1)
-        if self.noop_logit is None:
-            return raw
-        unchanged = (steps["obs"] == steps["next_obs"]).all(dim=1)
-        return torch.where(unchanged, torch.full_like(raw, self.noop_logit), raw)
+        if self.noop_logit is not None:
+            unchanged = (steps["obs"] == steps["next_obs"]).all(dim=1)
+            raw = torch.where(unchanged, torch.full_like(raw, self.noop_logit), raw)
+        return raw, next_values
 
     @torch.inference_mode()
+    def assess(
+        self, steps: dict[str, torch.Tensor], m: int = 3, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Votes (steps, m), expected votes (steps,) and outcome estimates (steps,), one forward pass.
+
+        A step's outcome estimate is V(s') for the value head and its expected vote for the step
+        head, so a trajectory's :meth:`predict_outcomes` is its last step's estimate (value head) or
+        the mean of its steps' estimates (step head).
+        """
+        if m < 1:
+            raise ValueError(f"m must be >= 1, got {m}")
+        logits, next_values = self._logits_and_next_values(steps)
+        p = torch.sigmoid(logits)
+        draws = torch.rand((len(p), m), generator=generator, device=p.device)
+        scores = 2 * p - 1
+        estimates = scores if next_values is None else next_values.clamp(-1.0, 1.0)
+        return torch.where(draws < p.unsqueeze(1), 1.0, -1.0), scores, estimates
+
     def votes_and_scores(
         self, steps: dict[str, torch.Tensor], m: int = 3, generator: torch.Generator | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """m votes per step, shape (steps, m), and the expected vote per step, from one forward pass."""
-        if m < 1:
-            raise ValueError(f"m must be >= 1, got {m}")
-        p = torch.sigmoid(self.logits(steps))
-        draws = torch.rand((len(p), m), generator=generator, device=p.device)
-        return torch.where(draws < p.unsqueeze(1), 1.0, -1.0), 2 * p - 1
+        votes, scores, _ = self.assess(steps, m, generator)
+        return votes, scores
 
     def votes(
         self, steps: dict[str, torch.Tensor], m: int = 3, generator: torch.Generator | None = None

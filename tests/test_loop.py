@@ -89,3 +89,51 @@ def test_plr_and_the_consistency_objective_work_inside_the_loop() -> None:
     model.learn(2048, callback=callback)
     losses = [row["rm/loss"] for row in callback.history]
     assert any(np.isfinite(loss) for loss in losses), losses
+
+
+def test_deferred_scoring_votes_every_step_once_and_matches_the_episode_votes() -> None:
+    venv = make_vec_env("RLA-TextNav-v0", n_envs=3, seed=1, env_kwargs={"difficulty": 0.1})
+    prm = ProcessRewardModel.for_env(venv.envs[0], seed=0, device="cpu")
+    env = IntegratedRewardVecEnv(venv, prm, mode="policy", lam=0.5, m=3, deferred=True)
+    env.reset()
+    rng = np.random.default_rng(0)
+    episode_positions: list[list[int]] = [[] for _ in range(3)]
+    episodes = []
+    for t in range(150):
+        _, rewards, dones, infos = env.step(rng.integers(0, 24, 3))
+        for i, info in enumerate(infos):
+            episode_positions[i].append(t)
+            assert rewards[i] == (info["outcome"] if dones[i] else 0.0)  # process part comes later
+            assert "rm_step_votes" not in info
+            if dones[i]:
+                assert info["rm_votes"].shape == (len(episode_positions[i]), 3)
+                assert -1 <= info["rm_outcome_prediction"] <= 1
+                episodes.append((i, episode_positions[i], info["rm_votes"]))
+                episode_positions[i] = []
+    process = env.finish_rollout()
+    assert process.shape == (150, 3) and episodes
+    for i, positions, votes in episodes:
+        assert np.allclose(process[positions, i], 0.5 * votes.mean(axis=1))
+    assert np.all(np.abs(process) > 0)  # every step voted on, unfinished tails included (m odd: no ties)
+    assert env.finish_rollout().shape == (0, 3)  # handed over once
+
+
+def test_loop_adds_process_rewards_to_the_buffer_and_recomputes_advantages() -> None:
+    from stable_baselines3.common.callbacks import BaseCallback, CallbackList
+
+    class Inspect(BaseCallback):
+        def _on_step(self) -> bool:
+            return True
+
+        def _on_rollout_end(self) -> None:
+            buffer = self.model.rollout_buffer
+            self.rewards, self.advantages = buffer.rewards.copy(), buffer.advantages.copy()
+            buffer.compute_returns_and_advantage(self.locals["values"], self.locals["dones"])
+            self.fresh = buffer.advantages.copy()
+
+    model, loop = build_loop(LoopSettings(mode="policy", n_envs=2, n_steps=64, device="cpu"))
+    inspect = Inspect()
+    model.learn(64, callback=CallbackList([loop, inspect]))
+    integer_part = inspect.rewards - np.round(inspect.rewards)
+    assert np.abs(integer_part).max() > 0  # fractional lambda * mean-vote parts are in the buffer
+    assert np.allclose(inspect.advantages, inspect.fresh)  # advantages come from the full rewards
