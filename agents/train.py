@@ -224,8 +224,11 @@ def train(settings: TrainSettings) -> dict[str, Any]:
 def evaluate_policy(model: Any, settings: TrainSettings) -> list[dict[str, float]]:
     """Greedy success on held-out task seeds at fixed difficulties."""
     env = gym.make(settings.env)
+    masked = settings.algo == "maskable-ppo"
 
     def agent(obs: Any, info: dict[str, Any], rng: np.random.Generator) -> int:
+        if masked:  # MaskablePPO acts on admissible commands only when it is given the mask
+            return int(model.predict(obs, deterministic=True, action_masks=info["action_mask"] == 1)[0])
         return int(model.predict(obs, deterministic=True)[0])
 
     rows = []

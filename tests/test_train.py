@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import RLA_ENV_IDS
 
 from agents.cli import main
-from agents.train import TrainSettings, load_checkpoint, train
+from agents.train import EVAL_LEVELS, TrainSettings, load_checkpoint, train
 
 
 def _same(a: list, b: list) -> bool:
@@ -167,3 +168,14 @@ def test_a_start_that_failed_before_its_first_checkpoint_can_be_retried(tmp_path
     (out / "settings.json").write_text("{}")  # what a crash before the first checkpoint leaves
     assert main(["train", "--steps", "512", "--out", str(out), *FAST]) == 0
     assert (out / "checkpoint.pt").exists()
+
+
+@pytest.mark.parametrize("env_id", RLA_ENV_IDS)
+@pytest.mark.parametrize("algo", ["ppo", "maskable-ppo"])
+def test_rla_train_runs_the_closed_loop_on_every_env(tmp_path: Path, env_id: str, algo: str) -> None:
+    out = tmp_path / "run"
+    assert main(["train", "--env", env_id, "--algo", algo, "--steps", "512", "--out", str(out), *FAST]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["steps"] >= 512
+    assert [row["difficulty"] for row in results["evaluation"]] == list(EVAL_LEVELS)
+    assert all(0 <= row["success"] <= 1 for row in results["evaluation"])
