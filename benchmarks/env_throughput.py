@@ -1,4 +1,4 @@
-"""Steps/s of RLA-TextNav-v0 side by side with MiniGrid and BabyAI, in one run.
+"""Steps/s of every registered rla-gym env side by side with MiniGrid and BabyAI, in one run.
 
     python benchmarks/env_throughput.py [--steps 20000] [--rounds 3] [--out FILE.json]
 
@@ -6,7 +6,8 @@ Every env is built with ``gym.make`` (its default wrappers) and driven by unifor
 actions with resets included; RLA envs pick among admissible commands (read from
 ``info["action_mask"]``, so the benchmark pays for that too) and return their full info,
 oracle fields included. Rounds interleave the envs so machine noise hits all of them alike;
-the table reports medians and the ratio to MiniGrid-Empty-8x8-v0.
+the table reports medians and the ratio to MiniGrid-Empty-8x8-v0. A second table gives the
+``rgb_array`` frames/s of each rla-gym env (one render per step of a random episode).
 """
 
 from __future__ import annotations
@@ -30,8 +31,27 @@ ANCHOR = "MiniGrid-Empty-8x8-v0"
 
 def cases() -> list[tuple[str, str, dict]]:
     """(label, env id, kwargs) of every measured configuration."""
-    rla = [(f"RLA-TextNav-v0 d={d}", "RLA-TextNav-v0", {"difficulty": d}) for d in (0.0, 0.5, 1.0)]
+    rla = [
+        (f"{env_id} d={d}", env_id, {"difficulty": d}) for env_id in rla_gym.ENV_IDS for d in (0.0, 0.5, 1.0)
+    ]
     return [*rla, (ANCHOR, ANCHOR, {}), ("BabyAI-GoToLocal-v0", "BabyAI-GoToLocal-v0", {})]
+
+
+def frames_per_second(env_id: str, frames: int, seed: int) -> tuple[float, tuple[int, ...]]:
+    """rgb_array renders per second at d = 0.5 (a random episode advances between frames)."""
+    env = gym.make(env_id, difficulty=0.5, render_mode="rgb_array")
+    rng = np.random.default_rng(seed)
+    obs, info = env.reset(seed=seed)
+    shape: tuple[int, ...] = ()
+    elapsed = 0.0
+    for _ in range(frames):
+        start = time.perf_counter()
+        shape = env.render().shape
+        elapsed += time.perf_counter() - start
+        obs, _, terminated, truncated, info = env.step(int(rng.choice(np.flatnonzero(info["action_mask"]))))
+        if terminated or truncated:
+            obs, info = env.reset()
+    return frames / elapsed, shape
 
 
 def steps_per_second(env: gym.Env, steps: int, seed: int) -> float:
@@ -100,6 +120,13 @@ def main() -> None:
             f"| {r['env']} | {r['steps_per_s_median']:,} | {runs} "
             f"| {r['ratio_to_minigrid_empty']:.2f} | {r['reset_ms']:.3f} |"
         )
+    render = []
+    for env_id in rla_gym.ENV_IDS:
+        fps, shape = frames_per_second(env_id, 2_000, seed=0)
+        render.append({"env": env_id, "frames_per_s": round(fps), "frame_shape": list(shape)})
+    print("\n| env | rgb_array frames/s (d=0.5) | frame shape |\n|---|---:|---|")
+    for r in render:
+        print(f"| {r['env']} | {r['frames_per_s']:,} | {tuple(r['frame_shape'])} |")
     meta = {
         "command": "python benchmarks/env_throughput.py",
         "steps": args.steps,
@@ -110,7 +137,7 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%d"),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+    args.out.write_text(json.dumps({"meta": meta, "rows": rows, "render": render}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,9 @@ from sb3_contrib import MaskablePPO
 from stable_baselines3.common.env_util import make_vec_env
 
 import rla_gym  # noqa: F401
+from agents.curriculum import CurriculumVecEnv
 from agents.policies import MaskableTokenPolicy
+from rla_gym.curricula import UniformCurriculum
 from rla_gym.evaluation import evaluate, heldout_seeds
 
 
@@ -30,16 +32,32 @@ def main() -> None:
     parser.add_argument("--difficulty", type=float, default=0.3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--steps", type=int, default=150_000)
-    parser.add_argument("--encoder", choices=["flatten", "attention"], default="flatten")
+    parser.add_argument("--encoder", choices=["flatten", "attention", "relational"], default="flatten")
+    parser.add_argument(
+        "--train-from",
+        type=float,
+        default=None,
+        help="train on difficulties ~ U(train_from, difficulty) (UniformCurriculum) instead of one level",
+    )
+    parser.add_argument("--ent-coef", type=float, default=0.0)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     torch.set_num_threads(1)
     venv = make_vec_env(
         "RLA-TextNav-v0", n_envs=4, seed=args.seed, env_kwargs={"difficulty": args.difficulty}
     )
+    if args.train_from is not None:
+        curriculum = UniformCurriculum("RLA-TextNav-v0", args.train_from, args.difficulty, seed=args.seed)
+        venv = CurriculumVecEnv(venv, curriculum)
     policy_kwargs = {"features_extractor_kwargs": {"encoder": args.encoder}}
     model = MaskablePPO(
-        MaskableTokenPolicy, venv, n_steps=256, batch_size=256, seed=args.seed, policy_kwargs=policy_kwargs
+        MaskableTokenPolicy,
+        venv,
+        n_steps=256,
+        batch_size=256,
+        ent_coef=args.ent_coef,
+        seed=args.seed,
+        policy_kwargs=policy_kwargs,
     )
     env = gym.make("RLA-TextNav-v0")
 
@@ -53,7 +71,9 @@ def main() -> None:
         curve.append((model.num_timesteps, success, round(time.perf_counter() - start, 1)))
         print(f"steps {model.num_timesteps}: success {success:.3f} ({curve[-1][2]} s)", flush=True)
     out = args.out or Path(
-        f"benchmarks/results/maskable_textnav_d{args.difficulty}_{args.encoder}_s{args.seed}.json"
+        f"benchmarks/results/maskable_textnav_d{args.difficulty}_{args.encoder}"
+        + ("" if args.train_from is None else f"_from{args.train_from}")
+        + f"_s{args.seed}.json"
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     meta = {"command": "python benchmarks/maskable_textnav.py", **{k: str(v) for k, v in vars(args).items()}}
