@@ -17,7 +17,9 @@ The pieces are an SB3 ``VecEnvWrapper`` and a callback, so the algorithm itself 
 
 Modes (the ablation rows): ``outcome`` (outcome reward only, no PRM), ``policy``
 (integrated feedback, frozen PRM, fixed difficulty), ``reward`` (+ PRM training), ``env``
-(+ curriculum: the full loop).
+(+ curriculum: the full loop), and ``rm-only`` (the PRM trained as in ``reward``, but the
+policy's reward is the process part alone, no outcome: the paper's "RM signals beat
+human-label outcomes" experiment).
 """
 
 from __future__ import annotations
@@ -34,10 +36,13 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs, VecEnvStepR
 
 from agents.reward_model import PRMTrainer, ProcessRewardModel, evaluate_prm
 from agents.trajectories import Trajectory
+from rla_gym.core import check_difficulty
 from rla_gym.curricula.base import Curriculum
 from rla_gym.stats import error_statistics
 
-MODES = ("outcome", "policy", "reward", "env")
+MODES = ("outcome", "policy", "reward", "env", "rm-only")
+#: Modes whose PRM is trained on the rollouts.
+TRAINED_RM_MODES = ("reward", "env", "rm-only")
 #: SB3 on-policy algorithms the loop runs on.
 ALGOS = ("ppo", "a2c", "maskable-ppo")
 
@@ -81,6 +86,7 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
             raise ValueError(f"m must be an integer >= 1, got {m!r}")
         self.prm, self.lam, self.m, self.deferred = prm, float(lam), m, bool(deferred)
         self.scoring = prm is not None and mode != "outcome"
+        self.outcome_weight = 0.0 if mode == "rm-only" else 1.0
         self.generator = torch.Generator(device=prm.device).manual_seed(seed) if prm is not None else None
         self._last: np.ndarray | None = None
         self._actions: np.ndarray | None = None
@@ -135,7 +141,7 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
         rewards = np.zeros(self.num_envs, dtype=np.float32) if self.deferred else self._process[-1].copy()
         for i in done_envs:
             info = infos[i]
-            rewards[i] += info["outcome"]
+            rewards[i] += self.outcome_weight * info["outcome"]
             # the outcome is final (the step budget is part of the task): SB3 must not add
             # gamma * V(terminal obs) to it as it does for time-limit truncations
             info["TimeLimit.truncated"] = False
@@ -205,7 +211,7 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
 
 
 class RLAnythingCallback(BaseCallback):
-    """Trains the PRM at each rollout end (modes ``reward``, ``env``) and logs the loop's metrics."""
+    """Trains the PRM at each rollout end (modes ``reward``, ``env``, ``rm-only``) and logs metrics."""
 
     def __init__(
         self,
@@ -244,9 +250,11 @@ class RLAnythingCallback(BaseCallback):
         trajectories = self.reward_env.drain()
         if not trajectories:
             return
+        levels = [t.difficulty for t in trajectories if t.difficulty is not None]
         row = {
             "loop/success": float(np.mean([t.outcome == 1 for t in trajectories])),
             "loop/episodes": len(trajectories),
+            "loop/difficulty": float(np.mean(levels)) if levels else float("nan"),
         }
         prm = self.reward_env.prm
         if prm is not None:
@@ -254,7 +262,7 @@ class RLAnythingCallback(BaseCallback):
             row.update({f"rm/{k}": v for k, v in metrics.items()})
             errors = error_statistics(prm.predict_outcomes(trajectories), [t.outcome for t in trajectories])
             row.update({f"rm/{k}": errors[k] for k in ("p_over", "p_under", "balance")})
-            if self.trainer is not None and self.reward_env.mode in ("reward", "env"):
+            if self.trainer is not None and self.reward_env.mode in TRAINED_RM_MODES:
                 row["rm/loss"] = self.trainer.update(trajectories)["loss"]
         if self.curriculum is not None:
             row.update({f"curriculum/{k}": float(v) for k, v in self.curriculum.metrics().items()})
@@ -277,6 +285,7 @@ class LoopSettings:
     n_envs: int = 4
     n_steps: int = 256
     difficulty: float = 0.2
+    max_difficulty: float = 1.0
     seed: int = 0
     device: str = "auto"
 
@@ -286,7 +295,7 @@ def validate_settings(settings: LoopSettings) -> None:
     import gymnasium as gym
 
     from agents.reward_model import OUTCOME_OBJECTIVES
-    from rla_gym.core import RLAEnv, check_difficulty
+    from rla_gym.core import RLAEnv
     from rla_gym.curricula import CURRICULA
 
     check_mode(settings.mode)
@@ -305,6 +314,12 @@ def validate_settings(settings: LoopSettings) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
     check_difficulty(settings.difficulty)
+    if check_difficulty(settings.max_difficulty, "max_difficulty") == 0:
+        raise ValueError("max_difficulty must be > 0, got 0")
+    if settings.difficulty > settings.max_difficulty:
+        raise ValueError(
+            f"difficulty {settings.difficulty!r} is above max_difficulty {settings.max_difficulty!r}"
+        )
     if settings.objective.startswith("consistency") and settings.m < 2:
         raise ValueError(f"objective {settings.objective!r} needs m >= 2 votes, got {settings.m}")
     if settings.algo != "a2c" and settings.n_steps * settings.n_envs < 2:
@@ -337,6 +352,20 @@ def _algorithm(settings: LoopSettings, venv: VecEnv) -> Any:
     return PPO(TokenPolicy, venv, batch_size=settings.n_steps, **common)
 
 
+def curriculum_kwargs(name: str, max_difficulty: float) -> dict[str, Any]:
+    """Constructor arguments that keep curriculum ``name`` within [0, max_difficulty] in the loop."""
+    top = check_difficulty(max_difficulty, "max_difficulty")
+    if name == "uniform":
+        return {"low": 0.0, "high": top}
+    if name in ("success-band", "task-pool", "learning-progress"):
+        return {"bounds": (0.0, top)}
+    if name == "rm-balance":
+        return {"bounds": (min(0.1, top / 2), top)}
+    if name == "plr":  # PLR's default score needs value estimates, which the adapter lacks: RM error
+        return {"score": "rm_error", "difficulty_range": (0.0, top)}
+    return {}
+
+
 def build_loop(settings: LoopSettings) -> tuple[Any, RLAnythingCallback]:
     """An SB3 on-policy algorithm (``algo``: PPO, A2C or MaskablePPO) on the stack the mode asks for.
 
@@ -358,14 +387,16 @@ def build_loop(settings: LoopSettings) -> tuple[Any, RLAnythingCallback]:
         venv, prm, mode=settings.mode, lam=settings.lam, m=settings.m, seed=settings.seed, deferred=True
     )
     if settings.mode == "env" and settings.curriculum != "fixed":
-        # PLR's default score needs value estimates, which the adapter does not have: use RM error
-        extra = {"score": "rm_error"} if settings.curriculum == "plr" else {}
-        curriculum: Curriculum = CURRICULA[settings.curriculum](settings.env, seed=settings.seed, **extra)
+        curriculum: Curriculum = CURRICULA[settings.curriculum](
+            settings.env,
+            seed=settings.seed,
+            **curriculum_kwargs(settings.curriculum, settings.max_difficulty),
+        )
     else:  # the ablation rows below the full loop keep the difficulty fixed
         curriculum = FixedCurriculum(settings.env, settings.difficulty, seed=settings.seed)
     top = CurriculumVecEnv(reward_env, curriculum)
     model = _algorithm(settings, top)
     trainer = None
-    if prm is not None and settings.mode in ("reward", "env"):
+    if prm is not None and settings.mode in TRAINED_RM_MODES:
         trainer = PRMTrainer(prm, settings.objective, lam=settings.lam, m=settings.m, seed=settings.seed)
     return model, RLAnythingCallback(reward_env, trainer, curriculum)

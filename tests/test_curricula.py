@@ -192,6 +192,22 @@ def test_plr_positive_value_loss_and_missing_inputs() -> None:
 
 
 # ---------------------------------------------------------------- learning progress
+def test_task_pool_variants_stay_within_bounds() -> None:
+    c = TaskPoolCurriculum(ENV, pool_size=1, rollouts_per_task=2, start=0.45, step=0.1, bounds=(0.0, 0.5))
+    _pool_round(c, 2)  # acc 1.0: harder, but capped at the upper bound
+    assert c.slots[0]["phase"].difficulty == 0.5
+    _pool_round(c, 1)  # acc' 0.5: accepted; now at the bound, so no harder proposal follows
+    _pool_round(c, 2)
+    assert c.slots[0]["active"].difficulty == 0.5 and c.slots[0]["direction"] == 0
+
+
+def test_learning_progress_bins_split_its_bounds() -> None:
+    c = LearningProgressCurriculum(ENV, bins=4, bounds=(0.2, 0.6), seed=3)
+    drawn = [c.next_task().difficulty for _ in range(200)]
+    assert min(drawn) >= 0.2 and max(drawn) <= 0.6 and max(drawn) > 0.5
+    assert [c.bin_of(d) for d in (0.0, 0.2, 0.35, 0.45, 0.59, 0.9)] == [0, 0, 1, 2, 3, 3]
+
+
 def test_learning_progress_ema_by_hand_and_sampling() -> None:
     c = LearningProgressCurriculum(ENV, bins=2, ema_alpha=0.5, explore=0.0)
     c.update(result(Task(ENV, 0.1, 1), 1))  # bin 0: fast 0.5, slow 0.25
@@ -242,6 +258,8 @@ BAD = [
     (PrioritizedLevelReplay, {"replay_prob": 1.5}, ValueError, "replay_prob must be in \\[0, 1\\], got 1.5"),
     (PrioritizedLevelReplay, {"temperature": 0}, ValueError, "temperature must be > 0, got 0"),
     (LearningProgressCurriculum, {"ema_alpha": 0.0}, ValueError, "ema_alpha must be > 0"),
+    (LearningProgressCurriculum, {"bounds": (0.5, 0.5)}, ValueError, "bounds\\[0\\] must be < bounds"),
+    (TaskPoolCurriculum, {"start": 0.8, "bounds": (0.0, 0.5)}, ValueError, "start must lie within bounds"),
     (UniformCurriculum, {"low": 0.7, "high": 0.3}, ValueError, "low must be < high"),
     (FixedCurriculum, {"difficulty": float("nan")}, ValueError, "difficulty must be in \\[0, 1\\], got nan"),
 ]

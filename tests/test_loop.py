@@ -137,3 +137,32 @@ def test_loop_adds_process_rewards_to_the_buffer_and_recomputes_advantages() -> 
     integer_part = inspect.rewards - np.round(inspect.rewards)
     assert np.abs(integer_part).max() > 0  # fractional lambda * mean-vote parts are in the buffer
     assert np.allclose(inspect.advantages, inspect.fresh)  # advantages come from the full rewards
+
+
+def test_rm_only_mode_rewards_process_without_outcome_and_trains_the_rm() -> None:
+    model, callback = build_loop(LoopSettings(mode="rm-only", n_envs=2, n_steps=128, seed=0, device="cpu"))
+    assert callback.reward_env.outcome_weight == 0.0 and callback.trainer is not None
+    before = _params(callback.reward_env.prm)
+    model.learn(256, callback=callback)
+    assert not torch.equal(before, _params(callback.reward_env.prm))
+    buffer = model.rollout_buffer
+    assert np.all(np.abs(buffer.rewards) <= 1.0 + 1e-6)  # lambda * mean vote only: no +-1 outcome on top
+    assert 0 <= callback.history[-1]["loop/difficulty"] <= 1
+
+
+@pytest.mark.parametrize(
+    "curriculum", ["uniform", "success-band", "rm-balance", "task-pool", "plr", "learning-progress"]
+)
+def test_max_difficulty_bounds_every_curriculum(curriculum: str) -> None:
+    from agents.loop import curriculum_kwargs
+    from rla_gym.curricula import CURRICULA
+
+    strategy = CURRICULA[curriculum]("RLA-TextNav-v0", seed=0, **curriculum_kwargs(curriculum, 0.3))
+    assert all(strategy.next_task(i % 4).difficulty <= 0.3 for i in range(300))
+
+
+def test_max_difficulty_is_validated() -> None:
+    with pytest.raises(ValueError, match="difficulty 0.5 is above max_difficulty 0.25"):
+        build_loop(LoopSettings(difficulty=0.5, max_difficulty=0.25))
+    with pytest.raises(ValueError, match="max_difficulty must be > 0"):
+        build_loop(LoopSettings(difficulty=0.0, max_difficulty=0.0))

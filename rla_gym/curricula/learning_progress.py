@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from rla_gym.core import Task, check_difficulty
-from rla_gym.curricula.base import Curriculum, EpisodeResult, check_positive
+from rla_gym.curricula.base import Curriculum, EpisodeResult, check_band, check_positive
 
 
 class LearningProgressCurriculum(Curriculum):
@@ -14,7 +14,8 @@ class LearningProgressCurriculum(Curriculum):
     Per bin b: fast_b <- a s + (1 - a) fast_b and slow_b <- a fast_b + (1 - a) slow_b on each
     finished episode with success s; LP_b = |fast_b - slow_b|. A bin is drawn with
     P = (1 - explore) LP_b / sum(LP) + explore / bins (uniform while no bin has progress),
-    bins never tried yet get the largest LP, and the difficulty is uniform within the bin.
+    bins never tried yet get the largest LP, and the difficulty is uniform within the bin. The
+    bins split ``bounds`` evenly.
 
     Example:
         >>> c = LearningProgressCurriculum("RLA-TextNav-v0", bins=4)
@@ -25,9 +26,17 @@ class LearningProgressCurriculum(Curriculum):
     state_fields = ("fast", "slow", "seen")
 
     def __init__(
-        self, env_id: str, *, bins: int = 10, ema_alpha: float = 0.1, explore: float = 0.1, seed: int = 0
+        self,
+        env_id: str,
+        *,
+        bins: int = 10,
+        ema_alpha: float = 0.1,
+        explore: float = 0.1,
+        bounds: tuple[float, float] = (0.0, 1.0),
+        seed: int = 0,
     ) -> None:
         super().__init__(env_id, seed=seed)
+        self.low, self.high = check_band(*bounds, ("bounds[0]", "bounds[1]"))
         self.bins = check_positive(bins, "bins", integer=True)
         self.ema_alpha = check_difficulty(ema_alpha, "ema_alpha")
         if self.ema_alpha == 0:
@@ -38,7 +47,12 @@ class LearningProgressCurriculum(Curriculum):
         self.seen = [0] * self.bins
 
     def bin_of(self, difficulty: float) -> int:
-        return min(int(difficulty * self.bins), self.bins - 1)
+        """The bin of ``difficulty`` (the end bins also take difficulties beyond the bounds)."""
+        position = (difficulty - self.low) / (self.high - self.low)
+        return min(max(int(position * self.bins), 0), self.bins - 1)
+
+    def _edge(self, b: int) -> float:
+        return self.low + (self.high - self.low) * b / self.bins
 
     def weights(self) -> np.ndarray:
         """Sampling probability of each bin."""
@@ -52,7 +66,7 @@ class LearningProgressCurriculum(Curriculum):
 
     def next_task(self, slot: int = 0) -> Task:
         b = int(self.rng.choice(self.bins, p=self.weights()))
-        return self.new_task(float(self.rng.uniform(b / self.bins, (b + 1) / self.bins)))
+        return self.new_task(float(self.rng.uniform(self._edge(b), self._edge(b + 1))))
 
     def _learn(self, result: EpisodeResult) -> None:
         b, a = self.bin_of(result.task.difficulty), self.ema_alpha
@@ -62,7 +76,7 @@ class LearningProgressCurriculum(Curriculum):
 
     def metrics(self) -> dict[str, float]:
         w = self.weights()
-        centers = (np.arange(self.bins) + 0.5) / self.bins
+        centers = self.low + (self.high - self.low) * (np.arange(self.bins) + 0.5) / self.bins
         return {
             **super().metrics(),
             "expected_difficulty": float(w @ centers),

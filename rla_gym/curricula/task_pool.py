@@ -21,10 +21,11 @@ class TaskPoolCurriculum(Curriculum):
     judgement. While a proposal is pending the slot's rollouts go to it, not to the active
     task. ``next_task`` serves the slot with the fewest assignments in its current round.
 
-    Step size: ``step`` by default. With ``rm_scaled_step=True`` and RM predictions on
-    the judged rollouts, the step becomes step * (2 - balance) of the RM's outcome errors
-    on that task (at most 2 * step): lopsided errors mean the RM is only learning one of
-    p+ / p- there, so the task is far from the informative band and a bigger move pays.
+    Variants stay within ``bounds``. Step size: ``step`` by default. With
+    ``rm_scaled_step=True`` and RM predictions on the judged rollouts, the step becomes
+    step * (2 - balance) of the RM's outcome errors on that task (at most 2 * step):
+    lopsided errors mean the RM is only learning one of p+ / p- there, so the task is far
+    from the informative band and a bigger move pays.
 
     Example:
         >>> from rla_gym.curricula import EpisodeResult
@@ -50,15 +51,19 @@ class TaskPoolCurriculum(Curriculum):
         alpha_low: float = 0.2,
         alpha_high: float = 0.8,
         rm_scaled_step: bool = False,
+        bounds: tuple[float, float] = (0.0, 1.0),
         seed: int = 0,
     ) -> None:
         super().__init__(env_id, seed=seed)
+        self.low, self.high = check_band(*bounds, ("bounds[0]", "bounds[1]"))
         self.pool_size = check_positive(pool_size, "pool_size", integer=True)
         self.rollouts = check_positive(rollouts_per_task, "rollouts_per_task", integer=True)
         self.step = check_positive(step, "step")
         self.alpha_low, self.alpha_high = check_band(alpha_low, alpha_high, ("alpha_low", "alpha_high"))
         self.rm_scaled_step = bool(rm_scaled_step)
         start = check_difficulty(start, "start")
+        if not self.low <= start <= self.high:
+            raise ValueError(f"start must lie within bounds {bounds!r}, got {start!r}")
         self.slots: list[dict[str, Any]] = []
         for _ in range(self.pool_size):
             task = self.new_task(start)
@@ -95,11 +100,11 @@ class TaskPoolCurriculum(Curriculum):
         active = slot["active"]
         if slot["direction"] == 0:
             slot["acc"] = acc
-            if acc >= self.alpha_high and active.difficulty < 1.0:
-                self._propose(slot, min(active.difficulty + step, 1.0), +1, acc)
+            if acc >= self.alpha_high and active.difficulty < self.high:
+                self._propose(slot, min(active.difficulty + step, self.high), +1, acc)
                 return
-            if acc <= self.alpha_low and active.difficulty > 0.0:
-                self._propose(slot, max(active.difficulty - step, 0.0), -1, acc)
+            if acc <= self.alpha_low and active.difficulty > self.low:
+                self._propose(slot, max(active.difficulty - step, self.low), -1, acc)
                 return
         else:
             base = slot["base_acc"]
