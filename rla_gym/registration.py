@@ -7,9 +7,9 @@ import gymnasium as gym
 #: Registered ids and their entry points. Difficulty and obs mode are kwargs, not ids.
 ENV_IDS: dict[str, str] = {
     "RLA-TextNav-v0": "rla_gym.envs.textnav:TextNavEnv",
-    # RLA-Household-v0
-    # RLA-GUI-v0
-    # RLA-Reason-v0
+    "RLA-Household-v0": "rla_gym.envs.household:HouseholdEnv",
+    "RLA-GUI-v0": "rla_gym.envs.gui:GUIEnv",
+    "RLA-Reason-v0": "rla_gym.envs.reason:ReasonEnv",
 }
 
 
