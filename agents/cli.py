@@ -8,6 +8,7 @@ import sys
 import types
 import typing
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -142,6 +143,24 @@ def eval_command(settings: EvalSettings) -> list[dict[str, float]]:
     return rows
 
 
+def bench_command(settings: Any) -> dict[str, Any]:
+    """Run the benchmark (skipping finished runs), then print its summary tables."""
+    from agents.bench import bench
+
+    summary = bench(settings)
+    print((Path(settings.out) / "summary.md").read_text())
+    if summary["crashed"]:
+        print(f"{len(summary['crashed'])} run(s) crashed; see runs/<id>.error.txt: {summary['crashed']}")
+    print(f"results: {settings.out}")
+    return summary
+
+
+def _bench_settings() -> type:
+    from agents.bench import BenchSettings
+
+    return BenchSettings
+
+
 def _train_settings() -> type:
     from agents.train import TrainSettings
 
@@ -153,7 +172,23 @@ COMMANDS: dict[str, tuple[type, Callable[[Any], Any]]] = {
     "play": (PlaySettings, play),
     "train": (_train_settings(), train_command),
     "eval": (EvalSettings, eval_command),
+    "bench": (_bench_settings(), bench_command),
 }
+
+
+class _Flatten(argparse.Action):
+    """Stores the values of ``nargs="+"`` whose items are lists (comma-separated) as one list."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Any = None) -> None:
+        setattr(namespace, self.dest, [item for part in values for item in part])
+
+
+def _comma_separated(kind: type) -> Callable[[str], list[Any]]:
+    def parse(text: str) -> list[Any]:
+        return [kind(part) for part in text.split(",") if part]
+
+    parse.__name__ = kind.__name__  # argparse names the type in its error messages
+    return parse
 
 
 def _add_settings(parser: argparse.ArgumentParser, settings: type) -> None:
@@ -167,8 +202,8 @@ def _add_settings(parser: argparse.ArgumentParser, settings: type) -> None:
         args = typing.get_args(kind)
         if kind is bool:
             options["action"] = argparse.BooleanOptionalAction
-        elif typing.get_origin(kind) is tuple:
-            options.update(nargs="+", type=args[0])
+        elif typing.get_origin(kind) is tuple:  # "--envs a b" or "--envs a,b"
+            options.update(nargs="+", type=_comma_separated(args[0]), action=_Flatten)
         elif typing.get_origin(kind) in (typing.Union, types.UnionType):
             options["type"] = next(a for a in args if a is not type(None))
         else:

@@ -353,7 +353,15 @@ def _algorithm(settings: LoopSettings, venv: VecEnv) -> Any:
 
 
 def curriculum_kwargs(name: str, max_difficulty: float) -> dict[str, Any]:
-    """Constructor arguments that keep curriculum ``name`` within [0, max_difficulty] in the loop."""
+    """Constructor arguments that keep curriculum ``name`` within [0, max_difficulty] in the loop.
+
+    A strategy added to ``rla_gym.curricula.CURRICULA`` gets ``bounds=(0, max_difficulty)``
+    if its constructor takes ``bounds``, and nothing otherwise.
+    """
+    import inspect
+
+    from rla_gym.curricula import CURRICULA
+
     top = check_difficulty(max_difficulty, "max_difficulty")
     if name == "uniform":
         return {"low": 0.0, "high": top}
@@ -363,6 +371,8 @@ def curriculum_kwargs(name: str, max_difficulty: float) -> dict[str, Any]:
         return {"bounds": (min(0.1, top / 2), top)}
     if name == "plr":  # PLR's default score needs value estimates, which the adapter lacks: RM error
         return {"score": "rm_error", "difficulty_range": (0.0, top)}
+    if name in CURRICULA and "bounds" in inspect.signature(CURRICULA[name]).parameters:
+        return {"bounds": (0.0, top)}
     return {}
 
 

@@ -221,18 +221,25 @@ def train(settings: TrainSettings) -> dict[str, Any]:
     return results
 
 
-def evaluate_policy(model: Any, settings: TrainSettings) -> list[dict[str, float]]:
-    """Greedy success on held-out task seeds at fixed difficulties."""
-    env = gym.make(settings.env)
-    masked = settings.algo == "maskable-ppo"
+def policy_agent(model: Any, masked: bool) -> Any:
+    """The greedy policy of an SB3 model as an ``rla_gym.evaluation`` agent."""
 
     def agent(obs: Any, info: dict[str, Any], rng: np.random.Generator) -> int:
         if masked:  # MaskablePPO acts on admissible commands only when it is given the mask
             return int(model.predict(obs, deterministic=True, action_masks=info["action_mask"] == 1)[0])
         return int(model.predict(obs, deterministic=True)[0])
 
+    return agent
+
+
+def evaluate_policy(
+    model: Any, settings: TrainSettings, levels: tuple[float, ...] = EVAL_LEVELS
+) -> list[dict[str, float]]:
+    """Greedy success on held-out task seeds at fixed difficulties."""
+    env = gym.make(settings.env)
+    agent = policy_agent(model, settings.algo == "maskable-ppo")
     rows = []
-    for level in EVAL_LEVELS:
+    for level in levels:
         result = evaluate(env, agent, level, heldout_seeds(settings.eval_episodes))
         rows.append({"difficulty": level, "success": result.success_rate, "mean_length": result.mean_length})
     return rows

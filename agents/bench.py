@@ -1,0 +1,408 @@
+"""``rla bench``: independent closed-loop runs over envs x modes x strategies x seeds.
+
+Every run trains with :func:`agents.loop.build_loop` and is evaluated greedily every
+``eval_every`` steps (and before training) on held-out task seeds at fixed ``levels``;
+training stays within [0, ``max_difficulty``], so the levels above it are the
+out-of-distribution tier. At the end, the run's PRM is scored on held-out oracle/random
+trajectories against the exact step labels, with the empirical precision A(m) beside
+Theorem 1's bound. Each run writes ``runs/<id>.json`` atomically; a re-run skips finished
+runs, a crashed run leaves ``runs/<id>.error.txt`` and the others go on.
+:mod:`agents.bench_report` turns the run files into CSV, JSON, markdown and PNGs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tomllib
+
+from agents.loop import ALGOS, MODES, LoopSettings, validate_settings
+from rla_gym.core import HELDOUT_SEED_START, check_difficulty
+
+#: Ablation rows below the full loop train at a fixed difficulty, so they run one strategy.
+FIXED_ENV_MODES = ("outcome", "policy", "reward", "rm-only")
+#: History keys kept in the run files (the loop logs more).
+HISTORY_KEYS = (
+    "loop/success", "loop/difficulty", "rm/mu", "rm/p_plus", "rm/p_minus", "rm/balance",
+    "rm/auc", "rm/balanced_accuracy", "curriculum/accepted", "curriculum/rejected",
+)  # fmt: skip
+PRECISION_M = (1, 2, 4, 8, 16, 32)
+#: Held-out RM trajectories use task seeds from here on (policy evaluation uses the start).
+RM_SEED_OFFSET = 1_000_000
+
+
+def _help(text: str, default: Any) -> Any:
+    return dataclasses.field(default=default, metadata={"help": text})
+
+
+@dataclasses.dataclass
+class BenchSettings:
+    """Benchmark curriculum strategies and ablation modes: independent runs, held-out evaluation."""
+
+    envs: tuple[str, ...] = _help("registered env ids", ("RLA-TextNav-v0",))
+    strategies: tuple[str, ...] = _help(
+        "curricula compared under mode env",
+        ("fixed", "uniform", "success-band", "rm-balance", "task-pool", "plr", "learning-progress"),
+    )
+    modes: tuple[str, ...] = _help(
+        "loop modes (env runs every strategy; the others train at --difficulty)", ("env",)
+    )
+    seeds: int = _help("seeds per (env, mode, strategy)", 5)
+    steps: int = _help("env steps per run", 50_000)
+    eval_every: int = _help("env steps between evaluations", 10_000)
+    eval_episodes: int = _help("held-out tasks per level and evaluation", 50)
+    levels: tuple[float, ...] = _help("evaluation difficulties", (0.25, 0.5, 0.75, 1.0))
+    max_difficulty: float = _help("training stays within [0, this]; harder levels are OOD", 0.5)
+    difficulty: float = _help("difficulty of the fixed strategy and the fixed-env modes", 0.25)
+    algo: str = _help("SB3 algorithm: ppo, a2c, maskable-ppo", "ppo")
+    objective: str = _help("PRM objective (outcome-only)", "value-difference")
+    n_envs: int = _help("vectorised envs per run", 4)
+    n_steps: int = _help("rollout length per env", 256)
+    out: str = _help("results directory", "results/bench")
+    backend: str = _help("process (local pool) or ray", "process")
+    workers: int = _help("runs at a time (process backend; local Ray CPUs)", 2)
+    ray_address: str = _help("Ray cluster address ('' starts a local Ray)", "")
+    config: str = _help("TOML or JSON file with any of these settings (flags win)", "")
+    plugins: tuple[str, ...] = _help("modules to import first in every run (e.g. to add strategies)", ())
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """One independent run."""
+
+    env: str
+    mode: str
+    strategy: str
+    seed: int
+
+    @property
+    def run_id(self) -> str:
+        return f"{self.env}__{self.mode}__{self.strategy}__s{self.seed}"
+
+
+def load_config(settings: BenchSettings) -> BenchSettings:
+    """Fill settings from ``settings.config``; fields left at their default take the file's value."""
+    if not settings.config:
+        return settings
+    path = Path(settings.config)
+    text = path.read_text()
+    values = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    fields = {f.name: f for f in dataclasses.fields(BenchSettings)}
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise ValueError(f"unknown settings in {path}: {unknown}")
+    merged = {}
+    for name, f in fields.items():
+        given = getattr(settings, name)
+        merged[name] = values[name] if name in values and given == f.default else given
+        if isinstance(merged[name], list):
+            merged[name] = tuple(merged[name])
+    return BenchSettings(**merged)
+
+
+def import_plugins(settings: BenchSettings) -> None:
+    """Import ``settings.plugins``: modules that register strategies or envs on import. Every
+    run imports them again, since spawned workers and Ray tasks start from a fresh interpreter."""
+    import importlib
+
+    for module in settings.plugins:
+        importlib.import_module(module)
+
+
+def validate(settings: BenchSettings) -> None:
+    """Raise naming the bad value, before any run starts."""
+    from rla_gym.curricula import CURRICULA
+
+    import_plugins(settings)
+    for name in ("seeds", "steps", "eval_every", "eval_episodes", "workers", "n_envs", "n_steps"):
+        value = getattr(settings, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    if not settings.envs or not settings.modes or not settings.levels:
+        raise ValueError("envs, modes and levels must each name at least one value")
+    for mode in settings.modes:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    for strategy in settings.strategies:
+        if strategy not in CURRICULA:
+            raise ValueError(f"strategy must be one of {sorted(CURRICULA)}, got {strategy!r}")
+    if "env" in settings.modes and not settings.strategies:
+        raise ValueError("mode env needs at least one strategy")
+    if settings.algo not in ALGOS:
+        raise ValueError(f"algo must be one of {ALGOS}, got {settings.algo!r}")
+    if settings.backend not in ("process", "ray"):
+        raise ValueError(f"backend must be 'process' or 'ray', got {settings.backend!r}")
+    for level in settings.levels:
+        check_difficulty(level, "level")
+    for env in settings.envs:
+        validate_settings(loop_settings(settings, RunSpec(env, settings.modes[0], "fixed", 0)))
+
+
+def plan(settings: BenchSettings) -> list[RunSpec]:
+    """Every run of the benchmark, in a stable order."""
+    specs = []
+    for env in settings.envs:
+        for mode in settings.modes:
+            strategies = settings.strategies if mode == "env" else ("fixed",)
+            for strategy in strategies:
+                specs += [RunSpec(env, mode, strategy, seed) for seed in range(settings.seeds)]
+    return specs
+
+
+def loop_settings(settings: BenchSettings, spec: RunSpec) -> LoopSettings:
+    return LoopSettings(
+        env=spec.env, algo=settings.algo, mode=spec.mode, curriculum=spec.strategy,
+        objective=settings.objective, n_envs=settings.n_envs, n_steps=settings.n_steps,
+        difficulty=settings.difficulty, max_difficulty=settings.max_difficulty, seed=spec.seed,
+        device="cpu",
+    )  # fmt: skip
+
+
+def write_json_atomic(path: Path, payload: Any) -> None:
+    """Write JSON to a temporary file and rename it into place (a crash never leaves half a file)."""
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w") as f:
+            json.dump(payload, f, indent=1)
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+
+
+def empirical_precision(
+    p_won: np.ndarray, p_lost: np.ndarray, ms: tuple[int, ...], rng: np.random.Generator, pairs: int = 4000
+) -> list[float]:
+    """A(m) = P(S+ > S-) for each m: S is the mean of m votes on a random step of a successful
+    (+) or failed (-) trajectory, a vote being +1 with the step's probability; ties count half."""
+    result = []
+    for m in ms:
+        s_plus = rng.binomial(m, rng.choice(p_won, pairs)) / m
+        s_minus = rng.binomial(m, rng.choice(p_lost, pairs)) / m
+        result.append(float(np.mean(s_plus > s_minus) + 0.5 * np.mean(s_plus == s_minus)))
+    return result
+
+
+def rm_heldout_metrics(prm: Any, env_id: str, levels: tuple[float, ...], seed: int) -> dict[str, Any]:
+    """PRM metrics against exact labels on held-out oracle/random mixtures, and A(m) vs the bound."""
+    from agents.reward_model import evaluate_prm
+    from agents.trajectories import collect_mixture_trajectories
+    from rla_gym.stats import precision_bound
+
+    trajectories = []
+    for k, level in enumerate(levels):
+        trajectories += collect_mixture_trajectories(
+            env_id, level, tasks=12, rollouts_per_task=4, seed=seed,
+            task_seed_offset=HELDOUT_SEED_START + RM_SEED_OFFSET + 1000 * k,
+        )  # fmt: skip
+    metrics = evaluate_prm(prm, trajectories, m=3, seed=seed, warn=False)
+    p = (prm.score(prm.steps(trajectories)).cpu().numpy() + 1) / 2  # P(vote = +1) per step
+    outcomes = np.concatenate([[t.outcome] * len(t) for t in trajectories])
+    won, lost = p[outcomes > 0], p[outcomes < 0]
+    precision = []
+    if len(won) and len(lost):
+        empirical = empirical_precision(won, lost, PRECISION_M, np.random.default_rng(seed))
+        mu = float(metrics["mu"])
+        for m, value in zip(PRECISION_M, empirical, strict=True):
+            bound = precision_bound(mu, m) if np.isfinite(mu) else float("nan")
+            precision.append({"m": m, "A": value, "bound": bound})
+    keep = ("process_accuracy", "balanced_accuracy", "auc", "outcome_accuracy", "p_plus", "p_minus", "mu")
+    return {**{k: float(metrics[k]) for k in keep}, "precision": precision}
+
+
+def run_one(settings: BenchSettings, spec: RunSpec, position: int = 0) -> dict[str, Any]:
+    """Train and evaluate one run; return its record (what ``runs/<id>.json`` holds)."""
+    import torch
+    from stable_baselines3.common.callbacks import BaseCallback, CallbackList
+    from tqdm import tqdm
+
+    import rla_gym  # noqa: F401
+    from agents.loop import build_loop
+    from agents.train import TrainSettings, evaluate_policy
+
+    torch.set_num_threads(1)
+    import_plugins(settings)
+    start = time.perf_counter()
+    loop_config = loop_settings(settings, spec)
+    model, loop = build_loop(loop_config)
+    eval_config = TrainSettings(**dataclasses.asdict(loop_config), eval_episodes=settings.eval_episodes)
+    evaluations: list[dict[str, Any]] = []
+
+    def evaluate_now() -> None:
+        rows = evaluate_policy(model, eval_config, tuple(settings.levels))
+        evaluations.append(
+            {"step": int(model.num_timesteps), "success": {r["difficulty"]: r["success"] for r in rows}}
+        )
+
+    class Periodic(BaseCallback):
+        def _on_step(self) -> bool:
+            bar.n = self.model.num_timesteps
+            return True
+
+        def _on_rollout_start(self) -> None:  # after the previous rollout's update
+            bar.refresh()
+            if self.model.num_timesteps >= settings.eval_every * len(evaluations):
+                evaluate_now()
+
+    prm = loop.reward_env.prm
+    rm_before = None if prm is None else rm_heldout_metrics(prm, spec.env, settings.levels, spec.seed)
+    evaluate_now()
+    with tqdm(total=settings.steps, desc=spec.run_id, position=position, leave=False, unit="step") as bar:
+        model.learn(settings.steps, callback=CallbackList([loop, Periodic()]))
+    evaluate_now()
+    rm_after = None if prm is None else rm_heldout_metrics(prm, spec.env, settings.levels, spec.seed)
+    history = [
+        {
+            "step": (i + 1) * settings.n_steps * settings.n_envs,
+            **{k: row[k] for k in HISTORY_KEYS if k in row},
+        }
+        for i, row in enumerate(loop.history)
+    ]
+    record = {
+        "spec": dataclasses.asdict(spec),
+        "settings": {k: v for k, v in dataclasses.asdict(settings).items() if k not in ("out", "config")},
+        "evaluations": evaluations,
+        "rm_before": rm_before,
+        "rm_after": rm_after,
+        "history": history,
+        "wall_seconds": round(time.perf_counter() - start, 1),
+        "versions": versions(),
+    }
+    return record
+
+
+def versions() -> dict[str, str]:
+    import gymnasium
+    import stable_baselines3
+    import torch
+
+    import rla_gym
+
+    return {
+        "python": platform.python_version(),
+        "rla_gym": rla_gym.__version__,
+        "gymnasium": gymnasium.__version__,
+        "stable_baselines3": stable_baselines3.__version__,
+        "torch": torch.__version__,
+    }
+
+
+def attempt(settings: BenchSettings, spec: RunSpec, position: int = 0) -> tuple[str, Any]:
+    """``("done", record)``, or ``("crashed", traceback)``: a crashed run never stops the others."""
+    try:
+        return "done", run_one(settings, spec, position)
+    except Exception:
+        return "crashed", traceback.format_exc()
+
+
+def _record(out: Path, spec: RunSpec, status: str, payload: Any) -> None:
+    if status == "done":
+        write_json_atomic(out / "runs" / f"{spec.run_id}.json", payload)
+    else:
+        (out / "runs" / f"{spec.run_id}.error.txt").write_text(str(payload))
+
+
+def _process_entry(settings: BenchSettings, spec: RunSpec, position: int) -> None:
+    status, payload = attempt(settings, spec, position)
+    _record(Path(settings.out), spec, status, payload)
+
+
+def _run_processes(settings: BenchSettings, pending: list[RunSpec], bar: Any) -> dict[str, str]:
+    """A local pool of ``workers`` processes (spawned: no torch state is forked); one per run, so a
+    run that dies hard (killed, out of memory) is reported like one that raised."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    out, queue = Path(settings.out), list(pending)
+    running: dict[RunSpec, tuple[Any, int]] = {}
+    status: dict[str, str] = {}
+    free = list(range(1, settings.workers + 1))
+    while queue or running:
+        while queue and free:
+            spec, position = queue.pop(0), free.pop(0)
+            process = context.Process(target=_process_entry, args=(settings, spec, position))
+            process.start()
+            running[spec] = (process, position)
+        time.sleep(0.2)
+        for spec, (process, position) in list(running.items()):
+            if process.is_alive():
+                continue
+            process.join()
+            del running[spec]
+            free.append(position)
+            done = (out / "runs" / f"{spec.run_id}.json").exists()
+            error = out / "runs" / f"{spec.run_id}.error.txt"
+            if not done and not error.exists():
+                error.write_text(f"the run's process died with exit code {process.exitcode}\n")
+            status[spec.run_id] = "done" if done else "crashed"
+            bar.update(1)
+    return status
+
+
+def _run_ray(settings: BenchSettings, pending: list[RunSpec], bar: Any) -> dict[str, str]:
+    """The same runs as Ray tasks (one CPU each); results travel back to this process."""
+    try:
+        import ray
+    except ImportError as error:
+        raise ImportError("--backend ray needs Ray: pip install 'rla-gym[ray]'") from error
+    if not ray.is_initialized():
+        if settings.ray_address:
+            ray.init(address=settings.ray_address)
+        else:
+            ray.init(num_cpus=settings.workers, include_dashboard=False)
+    remote = ray.remote(num_cpus=1, max_retries=0)(attempt)
+    futures = {remote.remote(settings, spec): spec for spec in pending}
+    status = {}
+    while futures:
+        ready, _ = ray.wait(list(futures), num_returns=1)
+        for future in ready:
+            spec = futures.pop(future)
+            try:
+                result, payload = ray.get(future)
+            except Exception as error:  # the worker itself died
+                result, payload = "crashed", f"Ray task failed: {error!r}\n"
+            _record(Path(settings.out), spec, result, payload)
+            status[spec.run_id] = result
+            bar.update(1)
+    return status
+
+
+def bench(settings: BenchSettings) -> dict[str, Any]:
+    """Run every pending run of the benchmark, then write the report; returns the summary."""
+    from tqdm import tqdm
+
+    from agents.bench_report import write_report
+
+    settings = load_config(settings)
+    validate(settings)
+    out = Path(settings.out)
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    specs = plan(settings)
+    pending = [s for s in specs if not (out / "runs" / f"{s.run_id}.json").exists()]
+    for spec in pending:  # a crashed run is retried by the next invocation
+        (out / "runs" / f"{spec.run_id}.error.txt").unlink(missing_ok=True)
+    start = time.perf_counter()
+    with tqdm(total=len(specs), initial=len(specs) - len(pending), desc="rla bench", unit="run") as bar:
+        runner = _run_ray if settings.backend == "ray" else _run_processes
+        status = runner(settings, pending, bar) if pending else {}
+    crashed = sorted(run_id for run_id, result in status.items() if result == "crashed")
+    log_path = out / "invocations.json"
+    log = json.loads(log_path.read_text()) if log_path.exists() else []
+    log.append({
+        "settings": dataclasses.asdict(settings), "runs": len(specs), "ran": len(pending),
+        "crashed": crashed, "wall_seconds": round(time.perf_counter() - start, 1),
+        "date": time.strftime("%Y-%m-%d %H:%M"), "versions": versions(),
+    })  # fmt: skip
+    write_json_atomic(log_path, log)
+    summary = write_report(out, [s.run_id for s in specs])
+    summary["crashed"] = crashed
+    return summary

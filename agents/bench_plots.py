@@ -1,0 +1,120 @@
+"""PNG figures of an ``rla bench`` results directory (needs matplotlib: the ``plots`` extra)."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agents.bench_report import _score, _tiers, iqm_ci, row_label
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as error:
+        raise ImportError("bench plots need matplotlib: pip install 'rla-gym[plots]'") from error
+    return plt
+
+
+def _by_env_and_label(runs: list[dict[str, Any]]) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    grouped: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for run in runs:
+        grouped[run["spec"]["env"]][row_label(run)].append(run)
+    return grouped
+
+
+def plot_curves(out: Path, runs: list[dict[str, Any]]) -> Path:
+    """In-domain success against env steps per row, IQM over seeds with a 95 % bootstrap band."""
+    plt = _pyplot()
+    grouped = _by_env_and_label(runs)
+    fig, axes = plt.subplots(1, len(grouped), figsize=(5 * len(grouped), 3.5), squeeze=False)
+    for axis, (env, labels) in zip(axes[0], sorted(grouped.items()), strict=True):
+        for label, group in sorted(labels.items()):
+            steps = [e["step"] for e in group[0]["evaluations"]]
+            stats = []
+            for k in range(len(steps)):
+                values = [
+                    _score(r["evaluations"][k], _tiers(r)[0]) for r in group if len(r["evaluations"]) > k
+                ]
+                stats.append(iqm_ci([values]))
+            point, low, high = (np.array(column) for column in zip(*stats, strict=True))
+            axis.plot(steps, point, label=label)
+            axis.fill_between(steps, low, high, alpha=0.2)
+        axis.set(title=env, xlabel="env steps", ylabel="in-domain success (IQM)", ylim=(-0.02, 1.02))
+        axis.grid(alpha=0.3)
+    axes[0][-1].legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    path = out / "curves.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def plot_difficulty(out: Path, runs: list[dict[str, Any]]) -> Path:
+    """Mean training difficulty per rollout against env steps, one line per row, mean over seeds."""
+    plt = _pyplot()
+    grouped = _by_env_and_label(runs)
+    fig, axes = plt.subplots(1, len(grouped), figsize=(5 * len(grouped), 3.5), squeeze=False)
+    for axis, (env, labels) in zip(axes[0], sorted(grouped.items()), strict=True):
+        for label, group in sorted(labels.items()):
+            length = min(len(r["history"]) for r in group)
+            if length == 0:
+                continue
+            steps = [row["step"] for row in group[0]["history"][:length]]
+            values = np.array(
+                [[row.get("loop/difficulty", math.nan) for row in r["history"][:length]] for r in group]
+            )
+            axis.plot(steps, np.nanmean(values, axis=0), label=label)
+        axis.set(title=env, xlabel="env steps", ylabel="training difficulty", ylim=(-0.02, 1.02))
+        axis.grid(alpha=0.3)
+    axes[0][-1].legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    path = out / "difficulty.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def plot_precision(out: Path, runs: list[dict[str, Any]]) -> Path | None:
+    """Empirical precision A(m) of each row's trained PRM beside the bound 1 - exp(-m (mu-1)^2 / 4)."""
+    from rla_gym.stats import precision_bound
+
+    plt = _pyplot()
+    rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for run in runs:
+        if run.get("rm_after") and run["rm_after"]["precision"]:
+            rows[row_label(run)].append(run["rm_after"])
+    if not rows:
+        return None
+    fig, axis = plt.subplots(figsize=(5.5, 3.8))
+    for label, metrics in sorted(rows.items()):
+        ms = [p["m"] for p in metrics[0]["precision"]]
+        empirical = np.mean([[p["A"] for p in r["precision"]] for r in metrics], axis=0)
+        line = axis.plot(ms, empirical, marker="o", label=f"{label}: A(m)")[0]
+        mu = float(np.nanmean([r["mu"] for r in metrics]))
+        if math.isfinite(mu):
+            bound = [precision_bound(mu, m) for m in ms]
+            axis.plot(ms, bound, linestyle="--", color=line.get_color(), label=f"bound, mu={mu:.2f}")
+    axis.set(xscale="log", xlabel="votes m", ylabel="P(S+ > S-)", ylim=(-0.02, 1.02))
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=7)
+    fig.tight_layout()
+    path = out / "precision.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def plot_all(out: Path, runs: list[dict[str, Any]]) -> list[Path]:
+    """Every figure that the runs have data for."""
+    if not runs:
+        return []
+    paths = [plot_curves(out, runs), plot_difficulty(out, runs), plot_precision(out, runs)]
+    return [p for p in paths if p is not None]

@@ -1,0 +1,240 @@
+"""Tables, statistics and plots of an ``rla bench`` results directory.
+
+A run's score is its final greedy success averaged over the in-domain levels (those
+within the training range) or over the out-of-distribution levels (harder than anything
+trained on). Aggregates are the interquartile mean (IQM) over runs with a 95 % stratified
+bootstrap confidence interval: runs are resampled within each env, with
+``scipy.stats.bootstrap`` (Agarwal et al. 2021, the ``rliable`` recipe).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import math
+import warnings
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: Ablation row labels (DESIGN section 1), by loop mode; "+ Env" is mode env with task-pool.
+ROW_LABELS = {
+    "outcome": "Outcome-only",
+    "policy": "Policy",
+    "reward": "+ Reward",
+    "env": "+ Env",
+    "rm-only": "RM-only",
+}
+ROW_ORDER = ("Before training", "Outcome-only", "Policy", "+ Reward", "+ Env", "RM-only")
+
+
+def iqm(values: Sequence[float] | np.ndarray) -> float:
+    """Interquartile mean: the mean of the middle 50 % of the values."""
+    from scipy.stats import trim_mean
+
+    return float(trim_mean(np.asarray(values, dtype=float), 0.25)) if len(values) else math.nan
+
+
+def iqm_ci(strata: Sequence[Sequence[float]], seed: int = 0) -> tuple[float, float, float]:
+    """IQM of all values and its 95 % bootstrap CI, resampling within each stratum (env)."""
+    from scipy.stats import bootstrap, trim_mean
+
+    samples = [np.asarray(s, dtype=float) for s in strata if len(s)]
+    if not samples:
+        return math.nan, math.nan, math.nan
+    pooled = np.concatenate(samples)
+    point = iqm(pooled)
+    if np.ptp(pooled) == 0:  # every run scored the same: the interval is that point
+        return point, point, point
+    if any(len(s) < 2 for s in samples):  # a stratum of one run cannot be resampled
+        return point, math.nan, math.nan
+
+    def statistic(*xs: np.ndarray) -> float:
+        return float(trim_mean(np.concatenate(xs), 0.25))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = bootstrap(
+            samples, statistic, n_resamples=2000, confidence_level=0.95, method="percentile",
+            vectorized=False, rng=np.random.default_rng(seed),
+        )  # fmt: skip
+    return point, float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
+def load_runs(out: Path, run_ids: Sequence[str]) -> list[dict[str, Any]]:
+    """The finished runs among ``run_ids`` (crashed or missing ones are skipped)."""
+    runs = []
+    for run_id in run_ids:
+        path = out / "runs" / f"{run_id}.json"
+        if path.exists():
+            runs.append(json.loads(path.read_text()))
+    return runs
+
+
+def _tiers(run: dict[str, Any]) -> tuple[list[str], list[str]]:
+    top = run["settings"]["max_difficulty"]
+    levels = list(run["evaluations"][0]["success"])
+    return [lv for lv in levels if float(lv) <= top], [lv for lv in levels if float(lv) > top]
+
+
+def _score(evaluation: dict[str, Any], levels: list[str]) -> float:
+    return float(np.mean([evaluation["success"][lv] for lv in levels])) if levels else math.nan
+
+
+def row_label(run: dict[str, Any]) -> str:
+    spec = run["spec"]
+    if spec["mode"] == "env" and spec["strategy"] != "task-pool":
+        return f"+ Env ({spec['strategy']})"
+    return ROW_LABELS[spec["mode"]]
+
+
+def _aggregate(groups: dict[str, list[dict[str, Any]]], pick: Any) -> dict[str, Any]:
+    """For each group: IQM [CI] of in-domain and OOD scores, stratified by env."""
+    table = {}
+    for label, runs in groups.items():
+        row: dict[str, Any] = {"runs": len(runs)}
+        for tier in (0, 1):
+            strata: dict[str, list[float]] = defaultdict(list)
+            for run in runs:
+                value = _score(pick(run), _tiers(run)[tier])
+                if not math.isnan(value):
+                    strata[run["spec"]["env"]].append(value)
+            name = ("in_domain", "ood")[tier]
+            row[name] = iqm_ci(list(strata.values())) if strata else (math.nan,) * 3
+        table[label] = row
+    return table
+
+
+def _rm_columns(runs: list[dict[str, Any]], key: str) -> dict[str, float]:
+    rm = [run[key] for run in runs if run.get(key)]
+    return {
+        f"rm_{name}": float(np.mean([r[name] for r in rm])) if rm else math.nan
+        for name in ("process_accuracy", "balanced_accuracy", "outcome_accuracy", "mu")
+    }
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Ablation rows, strategy rows (mode env) and per-env means, as plain data."""
+    by_label: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for run in runs:
+        by_label[row_label(run)].append(run)
+    ablation = _aggregate(
+        {k: v for k, v in by_label.items() if not k.startswith("+ Env (")}, lambda r: r["evaluations"][-1]
+    )
+    for label, group in list(by_label.items()):
+        if label in ablation:
+            frozen = group[0]["spec"]["mode"] == "policy"  # its RM never trains: before == after
+            ablation[label].update(_rm_columns(group, "rm_before" if frozen else "rm_after"))
+    if runs:  # every run starts from the same seeded policy and PRM: step 0 is "Before training"
+        ablation["Before training"] = _aggregate({"b": runs}, lambda r: r["evaluations"][0])["b"]
+        ablation["Before training"].update(_rm_columns(runs, "rm_before"))
+    strategies_runs = {
+        r["spec"]["strategy"]: [
+            x for x in runs if x["spec"]["mode"] == "env" and x["spec"]["strategy"] == r["spec"]["strategy"]
+        ]
+        for r in runs
+        if r["spec"]["mode"] == "env"
+    }
+    strategies = _aggregate(strategies_runs, lambda r: r["evaluations"][-1])
+    for name, group in strategies_runs.items():
+        finals = [r["history"][-1].get("loop/difficulty", math.nan) for r in group if r["history"]]
+        strategies[name]["final_train_difficulty"] = float(np.nanmean(finals)) if finals else math.nan
+    per_env: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for run in runs:
+        inside, outside = _tiers(run)
+        cell = per_env[f"{run['spec']['env']} / {row_label(run)}"]
+        cell["in_domain"].append(_score(run["evaluations"][-1], inside))
+        cell["ood"].append(_score(run["evaluations"][-1], outside))
+    return {
+        "ablation": {k: ablation[k] for k in (*ROW_ORDER, *sorted(ablation)) if k in ablation},
+        "strategies": dict(sorted(strategies.items(), key=lambda kv: -np.nan_to_num(kv[1]["in_domain"][0]))),
+        "per_env": {
+            k: {t: float(np.mean(v)) for t, v in cell.items()} for k, cell in sorted(per_env.items())
+        },
+    }
+
+
+def _cell(triple: Any) -> str:
+    point, low, high = triple
+    if math.isnan(point):
+        return "-"
+    return f"{point:.2f} [{low:.2f}, {high:.2f}]" if not math.isnan(low) else f"{point:.2f}"
+
+
+def markdown(summary: dict[str, Any]) -> str:
+    """The summary as markdown tables."""
+    lines = [
+        "## Ablation",
+        "",
+        "| row | in-domain success, IQM [95% CI] | OOD success | RM process acc. | RM balanced acc. "
+        "| RM outcome acc. | mu | runs |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for label, row in summary["ablation"].items():
+        rm = [
+            row.get(k, math.nan)
+            for k in ("rm_process_accuracy", "rm_balanced_accuracy", "rm_outcome_accuracy", "rm_mu")
+        ]
+        rm_text = " | ".join("-" if math.isnan(v) else f"{v:.3f}" for v in rm)
+        lines.append(
+            f"| {label} | {_cell(row['in_domain'])} | {_cell(row['ood'])} | {rm_text} | {row['runs']} |"
+        )
+    lines += [
+        "",
+        "## Curriculum strategies under the full loop",
+        "",
+        "| strategy | in-domain success, IQM [95% CI] | OOD success | final training difficulty | runs |",
+        "|---|---|---|---:|---:|",
+    ]
+    for name, row in summary["strategies"].items():
+        lines.append(
+            f"| {name} | {_cell(row['in_domain'])} | {_cell(row['ood'])} | "
+            f"{row['final_train_difficulty']:.2f} | {row['runs']} |"
+        )
+    lines += [
+        "",
+        "## Per env (mean over seeds)",
+        "",
+        "| env | row | in-domain | OOD |",
+        "|---|---|---:|---:|",
+    ]
+    for key, cell in summary["per_env"].items():
+        env, row = key.split(" / ", 1)
+        lines.append(f"| {env} | {row} | {cell['in_domain']:.2f} | {cell['ood']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_tidy_csv(path: Path, runs: list[dict[str, Any]]) -> None:
+    """One row per (run, evaluation step, level)."""
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["env", "mode", "strategy", "seed", "row", "step", "level", "tier", "success"])
+        for run in runs:
+            spec, top = run["spec"], run["settings"]["max_difficulty"]
+            for evaluation in run["evaluations"]:
+                for level, success in evaluation["success"].items():
+                    tier = "in-domain" if float(level) <= top else "ood"
+                    writer.writerow(
+                        [spec["env"], spec["mode"], spec["strategy"], spec["seed"], row_label(run),
+                         evaluation["step"], level, tier, success]
+                    )  # fmt: skip
+
+
+def write_report(out: Path, run_ids: Sequence[str]) -> dict[str, Any]:
+    """evals.csv, summary.json, summary.md and (with matplotlib) the PNG figures."""
+    runs = load_runs(out, run_ids)
+    write_tidy_csv(out / "evals.csv", runs)
+    summary = summarize(runs)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    (out / "summary.md").write_text(markdown(summary))
+    try:
+        from agents.bench_plots import plot_all
+    except ImportError:
+        return summary
+    with contextlib.suppress(ImportError):  # matplotlib (the plots extra) is missing: tables only
+        plot_all(out, runs)
+    return summary

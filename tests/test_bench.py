@@ -1,0 +1,176 @@
+"""rla bench: planning, statistics, the report, and (slow) real runs on both backends."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from agents.bench import BenchSettings, RunSpec, empirical_precision, load_config, plan, validate
+from agents.bench_report import iqm, iqm_ci, markdown, summarize
+from agents.cli import main
+from rla_gym.core import HELDOUT_SEED_START
+from rla_gym.curricula import CURRICULA
+from rla_gym.evaluation import heldout_seeds
+
+
+def test_plan_runs_every_strategy_under_env_and_one_fixed_env_run_per_other_mode() -> None:
+    settings = BenchSettings(
+        envs=("RLA-TextNav-v0", "RLA-Reason-v0"),
+        strategies=("uniform", "plr"),
+        modes=("policy", "env"),
+        seeds=3,
+    )
+    specs = plan(settings)
+    assert len(specs) == 2 * (1 + 2) * 3 and len({s.run_id for s in specs}) == len(specs)
+    assert {s.strategy for s in specs if s.mode == "policy"} == {"fixed"}
+    assert RunSpec("RLA-Reason-v0", "env", "plr", 2) in specs
+
+
+@pytest.mark.parametrize("name", sorted(CURRICULA))
+def test_training_tasks_never_use_heldout_seeds(name: str) -> None:
+    from agents.loop import curriculum_kwargs
+
+    kwargs = {"difficulty": 0.25} if name == "fixed" else curriculum_kwargs(name, 0.5)
+    curriculum = CURRICULA[name]("RLA-TextNav-v0", seed=0, **kwargs)
+    seeds = {curriculum.next_task(i % 4).seed for i in range(500)}
+    assert max(seeds) < HELDOUT_SEED_START <= min(heldout_seeds(50))
+
+
+def test_iqm_and_its_stratified_interval() -> None:
+    assert iqm([0, 1, 2, 3, 4, 5, 6, 100]) == pytest.approx(3.5)  # the outliers are trimmed
+    point, low, high = iqm_ci([[0.1, 0.2, 0.3, 0.9], [0.5, 0.6, 0.7, 0.8]])
+    assert low <= point <= high and high - low > 0.05
+    assert iqm_ci([[0.4, 0.4], [0.4, 0.4, 0.4]]) == pytest.approx((0.4, 0.4, 0.4))
+    point, low, high = iqm_ci([[0.1, 0.5], [0.3]])  # one run in a stratum: no interval
+    assert point == pytest.approx(0.3) and math.isnan(low) and math.isnan(high)
+
+
+def test_empirical_precision_grows_with_votes_and_respects_the_bound() -> None:
+    from rla_gym.stats import precision_bound
+
+    rng = np.random.default_rng(0)
+    a = empirical_precision(np.full(100, 0.8), np.full(100, 0.2), (1, 4, 16, 32), rng)
+    assert a == sorted(a) and a[-1] > 0.99
+    assert all(value >= precision_bound(1.6, m) for value, m in zip(a, (1, 4, 16, 32), strict=True))
+    coin = empirical_precision(np.full(50, 0.5), np.full(50, 0.5), (1, 8), rng)
+    assert all(abs(v - 0.5) < 0.05 for v in coin)  # mu = 1: no better than chance
+
+
+def _run(env: str, mode: str, strategy: str, seed: int, final: dict[str, float], rm: float | None) -> dict:
+    start = {level: 0.0 for level in final}
+    metrics = None
+    if rm is not None:
+        metrics = {"process_accuracy": rm, "balanced_accuracy": rm, "outcome_accuracy": rm, "mu": 1.2}
+    return {
+        "spec": {"env": env, "mode": mode, "strategy": strategy, "seed": seed},
+        "settings": {"max_difficulty": 0.5},
+        "evaluations": [{"step": 0, "success": start}, {"step": 100, "success": final}],
+        "rm_before": None if rm is None else {**metrics, "process_accuracy": 0.5},
+        "rm_after": metrics,
+        "history": [{"step": 100, "loop/difficulty": 0.3}],
+    }
+
+
+def test_summary_rows_and_markdown_from_run_records() -> None:
+    runs = [
+        _run("A", "outcome", "fixed", s, {"0.25": 0.2, "0.5": 0.0, "1.0": 0.0}, None) for s in range(3)
+    ] + [_run("A", "env", "task-pool", s, {"0.25": 0.8, "0.5": 0.4, "1.0": 0.1}, 0.7) for s in range(3)]
+    summary = summarize(runs)
+    rows = summary["ablation"]
+    assert list(rows) == ["Before training", "Outcome-only", "+ Env"]
+    assert rows["+ Env"]["in_domain"][0] == pytest.approx(0.6)
+    assert rows["+ Env"]["ood"][0] == pytest.approx(0.1)
+    assert rows["Outcome-only"]["in_domain"][0] == pytest.approx(0.1)
+    assert rows["Before training"]["in_domain"] == (0.0, 0.0, 0.0)
+    assert rows["Before training"]["rm_process_accuracy"] == pytest.approx(0.5)
+    assert rows["+ Env"]["rm_process_accuracy"] == pytest.approx(0.7)
+    assert summary["strategies"]["task-pool"]["final_train_difficulty"] == pytest.approx(0.3)
+    text = markdown(summary)
+    assert "| + Env | 0.60 [0.60, 0.60] | 0.10 [0.10, 0.10] | 0.700 |" in text
+    assert "| A | Outcome-only | 0.10 | 0.00 |" in text
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"seeds": 0}, "seeds must be an integer >= 1, got 0"),
+        ({"modes": ("everything",)}, "mode must be one of"),
+        ({"strategies": ("magic",)}, "strategy must be one of .* got 'magic'"),
+        ({"backend": "slurm"}, "backend must be 'process' or 'ray', got 'slurm'"),
+        ({"levels": (0.5, 1.5)}, "level must be in \\[0, 1\\], got 1.5"),
+        ({"difficulty": 0.8}, "difficulty 0.8 is above max_difficulty 0.5"),
+        ({"envs": ("CartPole-v1",)}, "'CartPole-v1' is not an rla-gym environment"),
+    ],
+)
+def test_bad_bench_settings_are_named(changes: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        validate(BenchSettings(**changes))
+
+
+def test_config_file_fills_settings_and_flags_win(tmp_path: Path) -> None:
+    config = tmp_path / "bench.toml"
+    config.write_text('envs = ["RLA-Reason-v0"]\nseeds = 2\nsteps = 4096\n')
+    settings = load_config(BenchSettings(config=str(config), seeds=7))
+    assert settings.envs == ("RLA-Reason-v0",) and settings.steps == 4096 and settings.seeds == 7
+    config.write_text("seeds = 2\nspeed = 3\n")
+    with pytest.raises(ValueError, match="unknown settings .*'speed'"):
+        load_config(BenchSettings(config=str(config)))
+
+
+TINY = ["--steps", "1024", "--eval-every", "512", "--eval-episodes", "4", "--n-envs", "2", "--n-steps", "256"]
+
+
+@pytest.mark.slow
+def test_rla_bench_runs_reports_resumes_and_survives_a_crash(tmp_path: Path, capsys) -> None:
+    # registered here only: the spawned worker cannot make it, so its run crashes there
+    gym.register("RLA-OnlyInTheParent-v0", entry_point="rla_gym.envs.textnav:TextNavEnv")
+    out = tmp_path / "bench"
+    args = ["bench", "--envs", "RLA-TextNav-v0,RLA-OnlyInTheParent-v0", "--strategies", "task-pool",
+            "--modes", "outcome", "env", "--seeds", "1", "--out", str(out), *TINY]  # fmt: skip
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "## Ablation" in printed and "2 run(s) crashed" in printed
+    runs = sorted(p.name for p in (out / "runs").iterdir())
+    assert (
+        "RLA-TextNav-v0__env__task-pool__s0.json" in runs
+        and "RLA-TextNav-v0__outcome__fixed__s0.json" in runs
+    )
+    assert "RLA-OnlyInTheParent-v0__env__task-pool__s0.error.txt" in runs
+    record = json.loads((out / "runs" / "RLA-TextNav-v0__env__task-pool__s0.json").read_text())
+    assert [e["step"] for e in record["evaluations"]] == [0, 512, 1024]
+    assert record["rm_after"]["precision"] and record["history"]
+    for name in ("evals.csv", "summary.json", "summary.md", "curves.png", "difficulty.png", "precision.png"):
+        assert (out / name).stat().st_size > 0, name
+    assert main(args) == 0  # resume: the finished runs are skipped, the crashed ones retried
+    log = json.loads((out / "invocations.json").read_text())
+    assert [entry["ran"] for entry in log] == [4, 2] and len(log[1]["crashed"]) == 2
+
+
+@pytest.mark.slow
+def test_ray_backend_runs_the_same_runs_locally(tmp_path: Path) -> None:
+    ray = pytest.importorskip("ray")
+    out = tmp_path / "bench"
+    try:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        args = [
+            "bench",
+            "--backend",
+            "ray",
+            "--strategies",
+            "uniform",
+            "--seeds",
+            "2",
+            "--out",
+            str(out),
+            *TINY,
+        ]
+        assert main(args) == 0
+    finally:
+        ray.shutdown()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["strategies"]["uniform"]["runs"] == 2
