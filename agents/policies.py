@@ -10,6 +10,8 @@ from stable_baselines3.common.policies import MultiInputActorCriticPolicy
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 
+ENCODERS = ("flatten", "attention", "relational")
+
 
 class TokenFeaturesExtractor(BaseFeaturesExtractor):
     """Embeds the ``tokens`` of a dict observation, then encodes them.
@@ -17,7 +19,10 @@ class TokenFeaturesExtractor(BaseFeaturesExtractor):
     ``encoder="flatten"`` (default) concatenates the per-position embeddings (the token
     layout is fixed, so position carries meaning) and applies a linear layer;
     ``"attention"`` adds learned position embeddings, one self-attention layer and mean
-    pooling. SB3 hands Box observations over as float32, so ids are cast back to long. The
+    pooling; ``"relational"`` adds to the flattened embeddings one binary feature per pair of
+    positions holding the same token, and per pair of positions starting the same two tokens
+    (names are two words), so "this room is the one the route names" is a linear feature.
+    SB3 hands Box observations over as float32, so ids are cast back to long. The
     action mask is not a feature: it masks actions (see :class:`MaskableTokenPolicy`).
 
     Example:
@@ -31,19 +36,33 @@ class TokenFeaturesExtractor(BaseFeaturesExtractor):
         observation_space: gym.spaces.Dict,
         features_dim: int = 128,
         embed_dim: int = 16,
-        encoder: Literal["flatten", "attention"] = "flatten",
+        encoder: Literal["flatten", "attention", "relational"] = "flatten",
     ) -> None:
         super().__init__(observation_space, features_dim)
         tokens = observation_space["tokens"]
         if not isinstance(tokens, gym.spaces.Box) or len(tokens.shape) != 1:
             raise TypeError(f"expected a 1-D Box of token ids under 'tokens', got {tokens!r}")
-        if encoder not in ("flatten", "attention"):
-            raise ValueError(f"encoder must be 'flatten' or 'attention', got {encoder!r}")
+        if encoder not in ENCODERS:
+            raise ValueError(f"encoder must be one of {ENCODERS}, got {encoder!r}")
         length = tokens.shape[0]
         self.encoder = encoder
         self.embedding = nn.Embedding(int(tokens.high.max()) + 1, embed_dim, padding_idx=0)
         if encoder == "flatten":
             self.head = nn.Sequential(nn.Linear(length * embed_dim, features_dim), nn.ReLU())
+        elif encoder == "relational":
+            rows, cols = torch.triu_indices(length, length, offset=1)
+            rows2, cols2 = torch.triu_indices(length - 1, length - 1, offset=1)
+            self.pair_rows: torch.Tensor
+            self.pair_cols: torch.Tensor
+            self.bigram_rows: torch.Tensor
+            self.bigram_cols: torch.Tensor
+            self.register_buffer("pair_rows", rows, persistent=False)
+            self.register_buffer("pair_cols", cols, persistent=False)
+            self.register_buffer("bigram_rows", rows2, persistent=False)
+            self.register_buffer("bigram_cols", cols2, persistent=False)
+            self.vocab_size = int(tokens.high.max()) + 1
+            width = length * embed_dim + rows.numel() + rows2.numel()
+            self.head = nn.Sequential(nn.Linear(width, features_dim), nn.ReLU())
         else:
             self.position = nn.Parameter(torch.zeros(length, embed_dim))
             self.attention = nn.TransformerEncoderLayer(
@@ -56,6 +75,11 @@ class TokenFeaturesExtractor(BaseFeaturesExtractor):
         embedded = self.embedding(ids)
         if self.encoder == "flatten":
             return self.head(embedded.flatten(start_dim=1))
+        if self.encoder == "relational":
+            same = (ids[:, self.pair_rows] == ids[:, self.pair_cols]).float()
+            bigrams = ids[:, :-1] * self.vocab_size + ids[:, 1:]
+            same2 = (bigrams[:, self.bigram_rows] == bigrams[:, self.bigram_cols]).float()
+            return self.head(torch.cat([embedded.flatten(start_dim=1), same, same2], dim=1))
         encoded = self.attention(embedded + self.position, src_key_padding_mask=ids == 0)
         keep = (ids != 0).unsqueeze(-1).float()
         pooled = (encoded * keep).sum(dim=1) / keep.sum(dim=1).clamp(min=1.0)

@@ -46,6 +46,19 @@ def test_token_extractor_rejects_non_token_spaces() -> None:
         TokenFeaturesExtractor(space)
 
 
+def test_relational_encoder_adds_pair_equality_features() -> None:
+    import torch
+
+    space = gym.make("RLA-TextNav-v0").observation_space
+    extractor = TokenFeaturesExtractor(space, encoder="relational")
+    with pytest.raises(ValueError, match="encoder must be one of .* got 'lstm'"):
+        TokenFeaturesExtractor(space, encoder="lstm")
+    assert extractor.head[0].in_features == 69 * 16 + 69 * 68 // 2 + 68 * 67 // 2
+    tokens = torch.randint(5, 40, (2, 69))
+    tokens[1, 10:12] = tokens[1, 40:42]  # a two-word name repeated elsewhere
+    assert extractor({"tokens": tokens.float()}).shape == (2, 128)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
 def test_ppo_learns_difficulty_zero(seed: int) -> None:
