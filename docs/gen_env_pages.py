@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import struct
 import sys
+import zlib
 from pathlib import Path
 
 import gymnasium as gym
@@ -17,7 +19,41 @@ import numpy as np
 import rla_gym
 
 PAGES = Path(__file__).resolve().parent / "envs"
+IMAGES = Path(__file__).resolve().parent / "img"
 TRANSCRIPT_LEVELS = (0.2, 0.9)
+
+
+def png_bytes(image: np.ndarray) -> bytes:
+    """An RGB uint8 image as PNG (no dependency; deterministic, so --check can compare bytes)."""
+    height, width, _ = image.shape
+    raw = b"".join(b"\x00" + image[row].tobytes() for row in range(height))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(raw, 9))
+        + chunk(b"IEND", b"")
+    )
+
+
+def screenshot(env_id: str, difficulty: float, seed: int = 0, steps: int = 2) -> np.ndarray:
+    """The ``rgb_array`` frame a few oracle steps into a seeded episode."""
+    env = gym.make(env_id, difficulty=difficulty, render_mode="rgb_array")
+    rng = np.random.default_rng(seed)
+    _, info = env.reset(seed=seed)
+    for _ in range(min(steps, info["optimal_len"] - 1)):
+        _, _, _, _, info = env.step(int(rng.choice(info["oracle_actions"])))
+    frame = np.asarray(env.render(), dtype=np.uint8)
+    scale = max(1, 240 // frame.shape[0])  # small maps are shown larger
+    return np.repeat(np.repeat(frame, scale, axis=0), scale, axis=1)
+
+
+def slug(env_id: str) -> str:
+    return env_id.removeprefix("RLA-").removesuffix("-v0").lower()
 
 
 def transcript(env_id: str, difficulty: float, seed: int = 0, max_shown: int = 6) -> str:
@@ -63,6 +99,12 @@ def page(env_id: str) -> str:
         "`difficulty`, `task_id`, `action_mask`, `invalid_action`, `oracle_actions`, `progress` at",
         "reset and every step; `optimal_len` and `step_budget` at reset; `is_success` and `outcome`",
         "at the last step.",
+        "",
+        "## Rendering",
+        "",
+        f'`render_mode="rgb_array"` at difficulty {TRANSCRIPT_LEVELS[1]}, two oracle steps into an episode:',
+        "",
+        f"![{env_id} rgb_array frame](../img/{slug(env_id)}_frame.png)",
     ]
     for level in TRANSCRIPT_LEVELS:
         parts += [
@@ -82,14 +124,17 @@ def main() -> int:
     args = parser.parse_args()
     stale = []
     for env_id in rla_gym.ENV_IDS:
-        path = PAGES / f"{env_id.removeprefix('RLA-').removesuffix('-v0').lower()}.md"
-        text = page(env_id)
-        if args.check:
-            if not path.exists() or path.read_text() != text:
-                stale.append(str(path))
-        else:
-            PAGES.mkdir(exist_ok=True)
-            path.write_text(text)
+        outputs = {
+            PAGES / f"{slug(env_id)}.md": page(env_id).encode(),
+            IMAGES / f"{slug(env_id)}_frame.png": png_bytes(screenshot(env_id, TRANSCRIPT_LEVELS[1])),
+        }
+        for path, content in outputs.items():
+            if args.check:
+                if not path.exists() or path.read_bytes() != content:
+                    stale.append(str(path))
+            else:
+                path.parent.mkdir(exist_ok=True)
+                path.write_bytes(content)
     if stale:
         print("stale env pages (run python docs/gen_env_pages.py):", *stale, file=sys.stderr)
         return 1
