@@ -148,13 +148,13 @@ def validate(settings: BenchSettings) -> None:
 
 
 def plan(settings: BenchSettings) -> list[RunSpec]:
-    """Every run of the benchmark, in a stable order."""
+    """Every run of the benchmark, seed-major: an interrupted benchmark has whole seeds done."""
     specs = []
-    for env in settings.envs:
-        for mode in settings.modes:
-            strategies = settings.strategies if mode == "env" else ("fixed",)
-            for strategy in strategies:
-                specs += [RunSpec(env, mode, strategy, seed) for seed in range(settings.seeds)]
+    for seed in range(settings.seeds):
+        for env in settings.envs:
+            for mode in settings.modes:
+                strategies = settings.strategies if mode == "env" else ("fixed",)
+                specs += [RunSpec(env, mode, strategy, seed) for strategy in strategies]
     return specs
 
 
