@@ -38,3 +38,20 @@ def test_quickstart_has_exactly_two_commands_and_ci_runs_them() -> None:
     assert len(commands) == 2 and "rla train" in commands[0] and "pytest" in commands[1]
     ci = (README.parent / ".ci" / "run").read_text()
     assert "/<!-- quickstart -->/" in ci  # .ci/run's awk extracts and runs this very block
+
+
+@pytest.mark.slow
+def test_readme_bench_command_runs_on_a_tiny_budget(tmp_path: Path) -> None:
+    """The README's `rla bench` line, with later flags (argparse: the last one wins) shrinking it."""
+    (line,) = [x for x in README.read_text().splitlines() if x.startswith("rla bench ")]
+    tiny = ["--seeds", "1", "--steps", "512", "--eval-every", "512", "--eval-episodes", "2",
+            "--n-envs", "2", "--n-steps", "128", "--out", str(tmp_path / "bench")]  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "agents.cli", *line.split()[1:], *tiny],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "## Curriculum strategies under the full loop" in result.stdout
+    assert len(list((tmp_path / "bench" / "runs").glob("*.json"))) == 2 * 3
