@@ -31,6 +31,7 @@ import numpy as np
 import torch
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
+from stable_baselines3.common.utils import obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs, VecEnvStepReturn
 
@@ -61,8 +62,9 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
     the PRM scores an episode's steps in one call when it ends (that call also gives
     ``rm_outcome_prediction``) and the unfinished rest in one call per rollout, when
     :meth:`finish_rollout` hands the rollout's process rewards to :class:`RLAnythingCallback`,
-    which adds them to SB3's rollout buffer and recomputes the advantages. Same rewards, several
-    times fewer PRM calls. Either way each step is voted on exactly once.
+    which adds them to SB3's rollout buffer and recomputes the advantages. The rewards have the
+    same distribution (the votes are drawn in another order), with several times fewer PRM
+    calls. Either way each step is voted on exactly once.
     """
 
     def __init__(
@@ -231,7 +233,10 @@ class RLAnythingCallback(BaseCallback):
         """Deferred scoring: add the rollout's process rewards to SB3's buffer, then redo GAE.
 
         SB3 computes returns and advantages just before ``on_rollout_end``, from the rewards the
-        env returned (outcome only); recomputing them from the full rewards is exact.
+        env returned (outcome only); recomputing them from the full rewards is exact. The last
+        value V(s_T) is recomputed from ``_last_obs``: sb3-contrib's MaskablePPO does not
+        refresh the callback's ``locals`` after computing it, so ``locals["values"]`` would be
+        V(s_{T-1}) there.
         """
         process = self.reward_env.finish_rollout()
         if not self.reward_env.scoring:
@@ -242,7 +247,11 @@ class RLAnythingCallback(BaseCallback):
                 f"rollout of shape {process.shape} does not match SB3's buffer {buffer.rewards.shape}"
             )
         buffer.rewards += process
-        buffer.compute_returns_and_advantage(last_values=self.locals["values"], dones=self.locals["dones"])
+        model = cast(OnPolicyAlgorithm, self.model)
+        with torch.no_grad():
+            last_values = model.policy.predict_values(obs_as_tensor(model._last_obs, model.device))  # type: ignore[arg-type]
+        assert model._last_episode_starts is not None
+        buffer.compute_returns_and_advantage(last_values=last_values, dones=model._last_episode_starts)
 
     def _on_rollout_end(self) -> None:
         if self.reward_env.deferred:
@@ -252,6 +261,7 @@ class RLAnythingCallback(BaseCallback):
             return
         levels = [t.difficulty for t in trajectories if t.difficulty is not None]
         row = {
+            "loop/timesteps": float(self.model.num_timesteps),
             "loop/success": float(np.mean([t.outcome == 1 for t in trajectories])),
             "loop/episodes": len(trajectories),
             "loop/difficulty": float(np.mean(levels)) if levels else float("nan"),

@@ -118,25 +118,31 @@ def test_deferred_scoring_votes_every_step_once_and_matches_the_episode_votes() 
     assert env.finish_rollout().shape == (0, 3)  # handed over once
 
 
-def test_loop_adds_process_rewards_to_the_buffer_and_recomputes_advantages() -> None:
+@pytest.mark.parametrize("algo", ["ppo", "a2c", "maskable-ppo"])
+def test_loop_adds_process_rewards_to_the_buffer_and_recomputes_advantages(algo: str) -> None:
     from stable_baselines3.common.callbacks import BaseCallback, CallbackList
+    from stable_baselines3.common.utils import obs_as_tensor
 
     class Inspect(BaseCallback):
+        """GAE from scratch on the buffer's final rewards, bootstrapped with V(last obs)."""
+
         def _on_step(self) -> bool:
             return True
 
         def _on_rollout_end(self) -> None:
             buffer = self.model.rollout_buffer
             self.rewards, self.advantages = buffer.rewards.copy(), buffer.advantages.copy()
-            buffer.compute_returns_and_advantage(self.locals["values"], self.locals["dones"])
+            with torch.no_grad():
+                last = self.model.policy.predict_values(obs_as_tensor(self.model._last_obs, "cpu"))
+            buffer.compute_returns_and_advantage(last, self.model._last_episode_starts)
             self.fresh = buffer.advantages.copy()
 
-    model, loop = build_loop(LoopSettings(mode="policy", n_envs=2, n_steps=64, device="cpu"))
+    model, loop = build_loop(LoopSettings(mode="policy", algo=algo, n_envs=2, n_steps=64, device="cpu"))
     inspect = Inspect()
     model.learn(64, callback=CallbackList([loop, inspect]))
-    integer_part = inspect.rewards - np.round(inspect.rewards)
-    assert np.abs(integer_part).max() > 0  # fractional lambda * mean-vote parts are in the buffer
-    assert np.allclose(inspect.advantages, inspect.fresh)  # advantages come from the full rewards
+    fractional = inspect.rewards - np.round(inspect.rewards)
+    assert np.abs(fractional).max() > 0  # lambda * mean-vote parts (+-1/3) are in the buffer
+    assert np.allclose(inspect.advantages, inspect.fresh)  # from the full rewards and V(s_T)
 
 
 def test_rm_only_mode_rewards_process_without_outcome_and_trains_the_rm() -> None:
