@@ -36,6 +36,11 @@ HISTORY_KEYS = (
     "rm/auc", "rm/balanced_accuracy", "curriculum/accepted", "curriculum/rejected",
 )  # fmt: skip
 PRECISION_M = (1, 2, 4, 8, 16, 32)
+#: Settings that change what a run measures: resuming into runs made with others is refused.
+RUN_SETTINGS = (
+    "steps", "eval_every", "eval_episodes", "levels", "max_difficulty", "difficulty", "algo",
+    "objective", "n_envs", "n_steps",
+)  # fmt: skip
 #: Held-out RM trajectories use task seeds from here on (policy evaluation uses the start).
 RM_SEED_OFFSET = 1_000_000
 
@@ -89,24 +94,31 @@ class RunSpec:
         return f"{self.env}__{self.mode}__{self.strategy}__s{self.seed}"
 
 
-def load_config(settings: BenchSettings) -> BenchSettings:
-    """Fill settings from ``settings.config``; fields left at their default take the file's value."""
-    if not settings.config:
-        return settings
-    path = Path(settings.config)
+def read_settings_file(path: str | Path, cls: type = BenchSettings) -> dict[str, Any]:
+    """The settings in a TOML (``.toml``) or JSON file, checked against the fields of ``cls``."""
+    path = Path(path)
     text = path.read_text()
     values = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
-    fields = {f.name: f for f in dataclasses.fields(BenchSettings)}
-    unknown = sorted(set(values) - set(fields))
+    fields = {f.name for f in dataclasses.fields(cls)} - {"config"}
+    unknown = sorted(set(values) - fields)
     if unknown:
         raise ValueError(f"unknown settings in {path}: {unknown}")
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+
+
+def load_config(settings: BenchSettings, given: set[str] | None = None) -> BenchSettings:
+    """Fill settings from ``settings.config``: the fields named in ``given`` keep their value and
+    the others take the file's. ``given=None`` (the Python API) treats every field still at its
+    default as not given; the command line passes the flags it saw."""
+    if not settings.config:
+        return settings
+    values = read_settings_file(settings.config)
     merged = {}
-    for name, f in fields.items():
-        given = getattr(settings, name)
-        merged[name] = values[name] if name in values and given == f.default else given
-        if isinstance(merged[name], list):
-            merged[name] = tuple(merged[name])
-    return BenchSettings(**merged)
+    for f in dataclasses.fields(BenchSettings):
+        mine = getattr(settings, f.name)
+        explicit = f.name in given if given is not None else mine != f.default
+        merged[f.name] = values[f.name] if f.name in values and not explicit else mine
+    return BenchSettings(**{**merged, "config": ""})
 
 
 def import_plugins(settings: BenchSettings) -> None:
@@ -182,13 +194,15 @@ def write_json_atomic(path: Path, payload: Any) -> None:
 def empirical_precision(
     p_won: np.ndarray, p_lost: np.ndarray, ms: tuple[int, ...], rng: np.random.Generator, pairs: int = 4000
 ) -> list[float]:
-    """A(m) = P(S+ > S-) for each m: S is the mean of m votes on a random step of a successful
-    (+) or failed (-) trajectory, a vote being +1 with the step's probability; ties count half."""
+    """A(m) = P(S+ > S-) (strict, as in Theorem 1) for each m: S is the mean of m votes on a
+    random step of a successful (+) or failed (-) trajectory, a vote being +1 with that step's
+    probability. The theorem's votes are i.i.d. across steps; here the probability varies from
+    step to step, so A(m) levels off at about P(p+ > p-) and may sit below the bound."""
     result = []
     for m in ms:
         s_plus = rng.binomial(m, rng.choice(p_won, pairs)) / m
         s_minus = rng.binomial(m, rng.choice(p_lost, pairs)) / m
-        result.append(float(np.mean(s_plus > s_minus) + 0.5 * np.mean(s_plus == s_minus)))
+        result.append(float(np.mean(s_plus > s_minus)))
     return result
 
 
@@ -209,14 +223,14 @@ def rm_heldout_metrics(prm: Any, env_id: str, levels: tuple[float, ...], seed: i
     outcomes = np.concatenate([[t.outcome] * len(t) for t in trajectories])
     won, lost = p[outcomes > 0], p[outcomes < 0]
     precision = []
+    exact_mu = float("nan")
     if len(won) and len(lost):
+        exact_mu = float(won.mean() + (1 - lost).mean())  # p+ + p- from the vote probabilities
         empirical = empirical_precision(won, lost, PRECISION_M, np.random.default_rng(seed))
-        mu = float(metrics["mu"])
         for m, value in zip(PRECISION_M, empirical, strict=True):
-            bound = precision_bound(mu, m) if np.isfinite(mu) else float("nan")
-            precision.append({"m": m, "A": value, "bound": bound})
-    keep = ("process_accuracy", "balanced_accuracy", "auc", "outcome_accuracy", "p_plus", "p_minus", "mu")
-    return {**{k: float(metrics[k]) for k in keep}, "precision": precision}
+            precision.append({"m": m, "A": value, "bound": precision_bound(exact_mu, m)})
+    keep = ("process_accuracy", "balanced_accuracy", "auc", "outcome_accuracy", "p_plus", "p_minus")
+    return {**{k: float(metrics[k]) for k in keep}, "mu": exact_mu, "precision": precision}
 
 
 def run_one(settings: BenchSettings, spec: RunSpec, position: int = 0) -> dict[str, Any]:
@@ -261,11 +275,8 @@ def run_one(settings: BenchSettings, spec: RunSpec, position: int = 0) -> dict[s
     evaluate_now()
     rm_after = None if prm is None else rm_heldout_metrics(prm, spec.env, settings.levels, spec.seed)
     history = [
-        {
-            "step": (i + 1) * settings.n_steps * settings.n_envs,
-            **{k: row[k] for k in HISTORY_KEYS if k in row},
-        }
-        for i, row in enumerate(loop.history)
+        {"step": int(row["loop/timesteps"]), **{k: row[k] for k in HISTORY_KEYS if k in row}}
+        for row in loop.history
     ]
     record = {
         "spec": dataclasses.asdict(spec),
@@ -376,6 +387,21 @@ def _run_ray(settings: BenchSettings, pending: list[RunSpec], bar: Any) -> dict[
     return status
 
 
+def check_resumable(out: Path, specs: list[RunSpec], settings: BenchSettings) -> None:
+    """Refuse to mix finished runs made with other :data:`RUN_SETTINGS` into this benchmark."""
+    current = json.loads(json.dumps({k: getattr(settings, k) for k in RUN_SETTINGS}))
+    for spec in specs:
+        path = out / "runs" / f"{spec.run_id}.json"
+        if path.exists():
+            saved = json.loads(path.read_text())["settings"]
+            differ = sorted(k for k in RUN_SETTINGS if saved.get(k) != current[k])
+            if differ:
+                raise ValueError(
+                    f"{out} holds runs made with other settings ({', '.join(differ)}, e.g. {path.name}); "
+                    "use the same settings to resume, or another --out"
+                )
+
+
 def bench(settings: BenchSettings) -> dict[str, Any]:
     """Run every pending run of the benchmark, then write the report; returns the summary."""
     from tqdm import tqdm
@@ -387,6 +413,7 @@ def bench(settings: BenchSettings) -> dict[str, Any]:
     out = Path(settings.out)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     specs = plan(settings)
+    check_resumable(out, specs, settings)
     pending = [s for s in specs if not (out / "runs" / f"{s.run_id}.json").exists()]
     for spec in pending:  # a crashed run is retried by the next invocation
         (out / "runs" / f"{spec.run_id}.error.txt").unlink(missing_ok=True)

@@ -83,7 +83,11 @@ def plot_difficulty(out: Path, runs: list[dict[str, Any]]) -> Path:
 
 
 def plot_precision(out: Path, runs: list[dict[str, Any]]) -> Path | None:
-    """Empirical precision A(m) of each row's trained PRM beside the bound 1 - exp(-m (mu-1)^2 / 4)."""
+    """Empirical precision A(m) of each row's final PRM beside the bound 1 - exp(-m (mu-1)^2 / 4).
+
+    The Policy row's PRM is frozen (untrained). The bound assumes i.i.d. votes across steps;
+    real step probabilities vary, so A(m) levels off at about P(p+ > p-).
+    """
     from rla_gym.stats import precision_bound
 
     plt = _pyplot()
@@ -102,7 +106,10 @@ def plot_precision(out: Path, runs: list[dict[str, Any]]) -> Path | None:
         if math.isfinite(mu):
             bound = [precision_bound(mu, m) for m in ms]
             axis.plot(ms, bound, linestyle="--", color=line.get_color(), label=f"bound, mu={mu:.2f}")
-    axis.set(xscale="log", xlabel="votes m", ylabel="P(S+ > S-)", ylim=(-0.02, 1.02))
+    axis.set(
+        xscale="log", xlabel="votes m", ylabel="P(S+ > S-)", ylim=(-0.02, 1.02),
+        title="final PRM, held-out steps (bound assumes i.i.d. votes)",
+    )  # fmt: skip
     axis.grid(alpha=0.3)
     axis.legend(fontsize=7)
     fig.tight_layout()

@@ -129,9 +129,17 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         if label in ablation:
             frozen = group[0]["spec"]["mode"] == "policy"  # its RM never trains: before == after
             ablation[label].update(_rm_columns(group, "rm_before" if frozen else "rm_after"))
-    if runs:  # every run starts from the same seeded policy and PRM: step 0 is "Before training"
-        ablation["Before training"] = _aggregate({"b": runs}, lambda r: r["evaluations"][0])["b"]
-        ablation["Before training"].update(_rm_columns(runs, "rm_before"))
+    if runs:  # every run of a seed starts from the same policy and PRM: one per (env, seed)
+        first: dict[tuple[str, int], dict[str, Any]] = {}
+        for run in runs:
+            first.setdefault((run["spec"]["env"], run["spec"]["seed"]), run)
+        starts = list(first.values())
+        ablation["Before training"] = _aggregate({"b": starts}, lambda r: r["evaluations"][0])["b"]
+        with_rm = [r for r in runs if r.get("rm_before")]
+        rm_first: dict[tuple[str, int], dict[str, Any]] = {}
+        for run in with_rm:
+            rm_first.setdefault((run["spec"]["env"], run["spec"]["seed"]), run)
+        ablation["Before training"].update(_rm_columns(list(rm_first.values()), "rm_before"))
     strategies_runs = {
         r["spec"]["strategy"]: [
             x for x in runs if x["spec"]["mode"] == "env" and x["spec"]["strategy"] == r["spec"]["strategy"]

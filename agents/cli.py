@@ -191,12 +191,12 @@ def _comma_separated(kind: type) -> Callable[[str], list[Any]]:
     return parse
 
 
-def _add_settings(parser: argparse.ArgumentParser, settings: type) -> None:
+def _add_settings(parser: argparse.ArgumentParser, settings: type, suppress: bool = False) -> None:
     hints = typing.get_type_hints(settings)
     for f in dataclasses.fields(settings):
         kind, flag = hints[f.name], "--" + f.name.replace("_", "-")
         options: dict[str, Any] = {
-            "default": f.default,
+            "default": argparse.SUPPRESS if suppress else f.default,
             "help": f"{f.metadata.get('help', '')} (default: %(default)s)",
         }
         args = typing.get_args(kind)
@@ -211,12 +211,16 @@ def _add_settings(parser: argparse.ArgumentParser, settings: type) -> None:
         parser.add_argument(flag, **options)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``rla`` parser, one subcommand per entry of :data:`COMMANDS`."""
+def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
+    """The ``rla`` parser, one subcommand per entry of :data:`COMMANDS`.
+
+    ``suppress_defaults=True`` leaves options that were not given out of the namespace.
+    """
     parser = argparse.ArgumentParser(prog="rla", description="rla-gym: adaptive-difficulty environments")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (settings, _) in COMMANDS.items():
-        _add_settings(sub.add_parser(name, help=settings.__doc__, description=settings.__doc__), settings)
+        subparser = sub.add_parser(name, help=settings.__doc__, description=settings.__doc__)
+        _add_settings(subparser, settings, suppress_defaults)
     return parser
 
 
@@ -229,6 +233,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     fields = {f.name for f in dataclasses.fields(settings_cls)}
     kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in args.items() if k in fields}
     try:
+        if kwargs.get("config"):  # defaults < the config file < flags given on the command line
+            from agents.bench import load_config
+
+            given = set(vars(build_parser(suppress_defaults=True).parse_args(argv)))
+            kwargs = dataclasses.asdict(load_config(settings_cls(**kwargs), given))
         run(settings_cls(**kwargs))
     except (ValueError, TypeError, OSError, gym.error.Error) as error:
         print(f"rla: error: {error}", file=sys.stderr)
