@@ -39,7 +39,7 @@ PRECISION_M = (1, 2, 4, 8, 16, 32)
 #: Settings that change what a run measures: resuming into runs made with others is refused.
 RUN_SETTINGS = (
     "steps", "eval_every", "eval_episodes", "levels", "max_difficulty", "difficulty", "algo",
-    "objective", "n_envs", "n_steps",
+    "objective", "lam", "process_scale", "n_envs", "n_steps",
 )  # fmt: skip
 #: Held-out RM trajectories use task seeds from here on (policy evaluation uses the start).
 RM_SEED_OFFSET = 1_000_000
@@ -70,6 +70,10 @@ class BenchSettings:
     difficulty: float = _help("difficulty of the fixed strategy and the fixed-env modes", 0.25)
     algo: str = _help("SB3 algorithm: ppo, a2c, maskable-ppo", "ppo")
     objective: str = _help("PRM objective (outcome-only)", "value-difference")
+    lam: float = _help("lambda: weight of the process part of the reward", 1.0)
+    process_scale: str = _help(
+        "process reward per step (step: the paper's) or / step budget (episode)", "step"
+    )
     n_envs: int = _help("vectorised envs per run", 4)
     n_steps: int = _help("rollout length per env", 256)
     out: str = _help("results directory", "results/bench")
@@ -173,7 +177,8 @@ def plan(settings: BenchSettings) -> list[RunSpec]:
 def loop_settings(settings: BenchSettings, spec: RunSpec) -> LoopSettings:
     return LoopSettings(
         env=spec.env, algo=settings.algo, mode=spec.mode, curriculum=spec.strategy,
-        objective=settings.objective, n_envs=settings.n_envs, n_steps=settings.n_steps,
+        objective=settings.objective, lam=settings.lam, process_scale=settings.process_scale,
+        n_envs=settings.n_envs, n_steps=settings.n_steps,
         difficulty=settings.difficulty, max_difficulty=settings.max_difficulty, seed=spec.seed,
         device="cpu",
     )  # fmt: skip

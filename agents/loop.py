@@ -42,6 +42,9 @@ from rla_gym.curricula.base import Curriculum
 from rla_gym.stats import error_statistics
 
 MODES = ("outcome", "policy", "reward", "env", "rm-only")
+#: How the process part enters each step's reward: the paper's lambda * mean vote on every
+#: step ("step"), or that divided by the episode's step budget ("episode", see the class doc).
+PROCESS_SCALES = ("step", "episode")
 #: Modes whose PRM is trained on the rollouts.
 TRAINED_RM_MODES = ("reward", "env", "rm-only")
 #: SB3 on-policy algorithms the loop runs on.
@@ -62,7 +65,14 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
     the PRM scores an episode's steps in one call when it ends (that call also gives
     ``rm_outcome_prediction``) and the unfinished rest in one call per rollout, when
     :meth:`finish_rollout` hands the rollout's process rewards to :class:`RLAnythingCallback`,
-    which adds them to SB3's rollout buffer and recomputes the advantages. The rewards have the
+    which adds them to SB3's rollout buffer and recomputes the advantages.
+
+    ``process_scale="step"`` is the paper's R_i = O + lambda * mean_j S_ij on every step. With
+    a critic and discounted returns the process part then adds up over the episode (about
+    T * lambda / 3 for a typical vote mix) and drowns the single outcome. ``"episode"`` divides
+    it by the episode's step budget B, so an episode's process rewards sum to at most
+    lambda * T / B <= lambda: the design notes' per-trajectory form O + (lambda / T) sum_t s_t,
+    with the budget (known at reset) in place of T (known only at the end). The rewards have the
     same distribution (the votes are drawn in another order), with several times fewer PRM
     calls. Either way each step is voted on exactly once.
     """
@@ -77,9 +87,13 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
         m: int = 3,
         seed: int = 0,
         deferred: bool = False,
+        process_scale: str = "step",
     ) -> None:
         super().__init__(venv)
         self.mode = check_mode(mode)
+        if process_scale not in PROCESS_SCALES:
+            raise ValueError(f"process_scale must be one of {PROCESS_SCALES}, got {process_scale!r}")
+        self.process_scale = process_scale
         if mode != "outcome" and prm is None:
             raise ValueError(f"mode {mode!r} needs a ProcessRewardModel")
         if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not np.isfinite(lam) or lam < 0:
@@ -105,6 +119,7 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
         self._last_votes: dict[int, np.ndarray] = {}
         self._tasks: list[str] = [""] * n
         self._difficulties: list[float | None] = [None] * n
+        self._weights = np.full(n, self.lam)  # lambda, or lambda / step budget per running episode
 
     def reset(self) -> VecEnvObs:
         obs = self.venv.reset()
@@ -114,7 +129,19 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
         self._clear_episodes()
         self._tasks = [info.get("task_id", "") for info in self.venv.reset_infos]
         self._difficulties = [info.get("difficulty") for info in self.venv.reset_infos]
+        for i, info in enumerate(self.venv.reset_infos):
+            self._start_episode(i, info)
         return obs
+
+    def _start_episode(self, i: int, info: dict[str, Any]) -> None:
+        self._tasks[i] = info.get("task_id", "")
+        self._difficulties[i] = info.get("difficulty")
+        if self.process_scale == "episode":
+            if "step_budget" not in info:
+                raise ValueError(
+                    "process_scale='episode' needs info['step_budget'] at reset (an rla-gym env)"
+                )
+            self._weights[i] = self.lam / info["step_budget"]
 
     def step_async(self, actions: np.ndarray) -> None:
         self._actions = np.asarray(actions).reshape(self.num_envs)
@@ -155,8 +182,7 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
                 info["rm_outcome_prediction"] = float(np.clip(prediction, -1, 1))
                 info["rm_votes"] = np.stack(self._votes[i])  # (steps, m): the whole episode's votes
             self._steps[i], self._votes[i], self._estimates[i] = [], [], []
-            self._tasks[i] = self.venv.reset_infos[i].get("task_id", "")
-            self._difficulties[i] = self.venv.reset_infos[i].get("difficulty")
+            self._start_episode(i, self.venv.reset_infos[i])
         if self.scoring and not self.deferred:
             for i, info in enumerate(infos):
                 info["rm_step_votes"] = self._last_votes[i]
@@ -178,11 +204,11 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
         }
         votes_t, _, estimates_t = self.prm.assess(steps, self.m, generator=self.generator)
         votes, estimates = votes_t.cpu().numpy(), estimates_t.cpu().tolist()
-        process = self.lam * votes.mean(axis=1)
+        means = votes.mean(axis=1)
         offset = 0
         for i, k in jobs:
-            for position, value in zip(self._unscored[i], process[offset : offset + k], strict=True):
-                self._process[position][i] = value
+            for position, value in zip(self._unscored[i], means[offset : offset + k], strict=True):
+                self._process[position][i] = self._weights[i] * value
             self._votes[i].extend(votes[offset : offset + k])
             self._estimates[i].extend(estimates[offset : offset + k])
             self._last_votes[i] = votes[offset + k - 1]
@@ -292,6 +318,7 @@ class LoopSettings:
     objective: str = "value-difference"
     lam: float = 1.0
     m: int = 3
+    process_scale: str = "step"
     n_envs: int = 4
     n_steps: int = 256
     difficulty: float = 0.2
@@ -309,6 +336,8 @@ def validate_settings(settings: LoopSettings) -> None:
     from rla_gym.curricula import CURRICULA
 
     check_mode(settings.mode)
+    if settings.process_scale not in PROCESS_SCALES:
+        raise ValueError(f"process_scale must be one of {PROCESS_SCALES}, got {settings.process_scale!r}")
     if settings.algo not in ALGOS:
         raise ValueError(f"algo must be one of {ALGOS}, got {settings.algo!r}")
     if settings.curriculum not in CURRICULA:
@@ -404,8 +433,9 @@ def build_loop(settings: LoopSettings) -> tuple[Any, RLAnythingCallback]:
         head = "value" if settings.objective == "value-difference" else "step"
         prm = ProcessRewardModel.for_env(venv.envs[0], head=head, device=settings.device, seed=settings.seed)  # type: ignore[attr-defined]
     reward_env = IntegratedRewardVecEnv(
-        venv, prm, mode=settings.mode, lam=settings.lam, m=settings.m, seed=settings.seed, deferred=True
-    )
+        venv, prm, mode=settings.mode, lam=settings.lam, m=settings.m, seed=settings.seed, deferred=True,
+        process_scale=settings.process_scale,
+    )  # fmt: skip
     if settings.mode == "env" and settings.curriculum != "fixed":
         curriculum: Curriculum = CURRICULA[settings.curriculum](
             settings.env,

@@ -172,3 +172,30 @@ def test_max_difficulty_is_validated() -> None:
         build_loop(LoopSettings(difficulty=0.5, max_difficulty=0.25))
     with pytest.raises(ValueError, match="max_difficulty must be > 0"):
         build_loop(LoopSettings(difficulty=0.0, max_difficulty=0.0))
+
+
+def test_episode_process_scale_divides_by_each_episodes_step_budget() -> None:
+    venv = make_vec_env("RLA-TextNav-v0", n_envs=2, seed=2, env_kwargs={"difficulty": 0.3})
+    prm = ProcessRewardModel.for_env(venv.envs[0], seed=0, device="cpu")
+    env = IntegratedRewardVecEnv(
+        venv, prm, mode="policy", lam=2.0, m=3, deferred=True, process_scale="episode"
+    )
+    env.reset()
+    budgets = [info["step_budget"] for info in env.reset_infos]
+    rng = np.random.default_rng(1)
+    positions: list[list[int]] = [[], []]
+    finished = []
+    for t in range(120):
+        _, _, dones, infos = env.step(rng.integers(0, 24, 2))
+        for i in range(2):
+            positions[i].append(t)
+            if dones[i]:
+                finished.append((i, positions[i], infos[i]["rm_votes"], budgets[i]))
+                positions[i], budgets[i] = [], env.reset_infos[i]["step_budget"]
+    process = env.finish_rollout()
+    assert finished
+    for i, steps, votes, budget in finished:
+        assert np.allclose(process[steps, i], 2.0 / budget * votes.mean(axis=1))
+        assert abs(process[steps, i].sum()) <= 2.0 + 1e-6  # at most lambda over the episode
+    with pytest.raises(ValueError, match="process_scale must be one of .* got 'trajectory'"):
+        IntegratedRewardVecEnv(venv, prm, mode="policy", process_scale="trajectory")
