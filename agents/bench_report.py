@@ -48,10 +48,10 @@ def iqm_ci(strata: Sequence[Sequence[float]], seed: int = 0) -> tuple[float, flo
         return math.nan, math.nan, math.nan
     pooled = np.concatenate(samples)
     point = iqm(pooled)
-    if np.ptp(pooled) == 0:  # every run scored the same: the interval is that point
-        return point, point, point
     if any(len(s) < 2 for s in samples):  # a stratum of one run cannot be resampled
         return point, math.nan, math.nan
+    if np.ptp(pooled) == 0:  # every run scored the same: the interval is that point
+        return point, point, point
 
     def statistic(*xs: np.ndarray) -> float:
         return float(trim_mean(np.concatenate(xs), 0.25))
@@ -246,3 +246,19 @@ def write_report(out: Path, run_ids: Sequence[str]) -> dict[str, Any]:
     with contextlib.suppress(ImportError):  # matplotlib (the plots extra) is missing: tables only
         plot_all(out, runs)
     return summary
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m agents.bench_report OUT``: rewrite the report from the runs finished so far."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("out", type=Path, help="an rla bench results directory")
+    args = parser.parse_args(argv)
+    run_ids = sorted(path.stem for path in (args.out / "runs").glob("*.json"))
+    write_report(args.out, run_ids)
+    print((args.out / "summary.md").read_text())
+
+
+if __name__ == "__main__":
+    main()

@@ -69,7 +69,8 @@ def _run(env: str, mode: str, strategy: str, seed: int, final: dict[str, float],
     start = {level: 0.0 for level in final}
     metrics = None
     if rm is not None:
-        metrics = {"process_accuracy": rm, "balanced_accuracy": rm, "outcome_accuracy": rm, "mu": 1.2}
+        metrics = {"process_accuracy": rm, "balanced_accuracy": rm, "outcome_accuracy": rm}
+        metrics.update(mu=1.2, precision=[])
     return {
         "spec": {"env": env, "mode": mode, "strategy": strategy, "seed": seed},
         "settings": {"max_difficulty": 0.5},
@@ -97,6 +98,20 @@ def test_summary_rows_and_markdown_from_run_records() -> None:
     text = markdown(summary)
     assert "| + Env | 0.60 [0.60, 0.60] | 0.10 [0.10, 0.10] | 0.700 |" in text
     assert "| A | Outcome-only | 0.10 | 0.00 |" in text
+
+
+def test_report_can_be_rewritten_from_the_finished_runs(tmp_path: Path, capsys) -> None:
+    from agents.bench import write_json_atomic
+    from agents.bench_report import main as report_main
+
+    (tmp_path / "runs").mkdir()
+    for seed in range(2):
+        run = _run("A", "env", "uniform", seed, {"0.25": 0.5, "0.5": 0.25, "1.0": 0.0}, 0.6)
+        write_json_atomic(tmp_path / "runs" / f"A__env__uniform__s{seed}.json", run)
+    report_main([str(tmp_path)])
+    assert "| uniform | 0.38 [0.38, 0.38] |" in capsys.readouterr().out
+    assert (tmp_path / "evals.csv").read_text().count("\n") == 1 + 2 * 2 * 3
+    assert (tmp_path / "curves.png").exists() and not (tmp_path / "precision.png").exists()
 
 
 @pytest.mark.parametrize(
