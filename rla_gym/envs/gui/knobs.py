@@ -1,0 +1,54 @@
+"""The difficulty knobs of RLA-GUI-v0: one monotone table (the one in the ``GUIEnv`` docstring)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from rla_gym.core import check_difficulty
+
+
+@dataclass(frozen=True)
+class GUIKnobs:
+    """Concrete generation knobs for one difficulty (see :func:`gui_knobs`)."""
+
+    top_menus: int
+    items_per_menu: int
+    menu_depth: int
+    start_open: str
+    instant_apply: bool
+    dialogs: int
+    tabs: int
+    controls: int
+    goals: int
+    goal_dialogs: int
+    field_share: float
+    ambiguity: int
+    budget_factor: float
+    budget_slack: int
+
+
+def _half_up(x: float) -> int:
+    """Round half up (Python's round() goes to even: round(2.5) == 2)."""
+    return math.floor(x + 0.5)
+
+
+def gui_knobs(difficulty: float) -> GUIKnobs:
+    """The documented, monotone map from difficulty to knobs (the table in the docstring)."""
+    d = check_difficulty(difficulty)
+    return GUIKnobs(
+        top_menus=1 + _half_up(5 * d),
+        items_per_menu=2 + _half_up(4 * d),
+        menu_depth=1 if d < 0.3 else 2 if d < 0.7 else 3,
+        start_open="dialog" if d < 0.2 else "menus" if d < 0.4 else "nothing",
+        instant_apply=d < 0.2,
+        dialogs=1 + _half_up(3 * d),
+        tabs=1 + _half_up(3 * d),
+        controls=2 + _half_up(8 * d),
+        goals=1 if d < 0.3 else 2 if d < 0.7 else 3,
+        goal_dialogs=1 if d < 0.6 else 2,
+        field_share=round(0.6 * d, 2),
+        ambiguity=0 if d < 0.45 else 1 if d < 0.65 else 2 if d < 0.85 else 3,
+        budget_factor=4.0 - 2.5 * d,
+        budget_slack=_half_up(8 * (1 - d)),
+    )
