@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 from conftest import LEVELS, RLA_ENV_IDS
 from gymnasium.utils.env_checker import check_env as gym_check_env
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 from stable_baselines3.common.env_util import make_vec_env
 
@@ -207,4 +209,38 @@ def test_noop_action_is_always_admissible_and_changes_nothing(env_id: str) -> No
             after, _, terminated, truncated, info_after = env.step(random_agent(obs, info, rng))
         obs, info = after, info_after
         if terminated or truncated:
+            obs, info = env.reset()
+
+
+@pytest.mark.parametrize("env_id", RLA_ENV_IDS)
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    difficulty=st.floats(0.0, 1.0),
+    obs_mode=st.sampled_from(["dict", "flat", "text"]),
+    picks=st.lists(st.integers(-2, 10**6), min_size=1, max_size=100),
+)
+def test_any_action_sequence_keeps_the_contract(env_id, seed, difficulty, obs_mode, picks) -> None:
+    env = gym.make(env_id, difficulty=difficulty, obs_mode=obs_mode).unwrapped
+    n = len(env.action_names)
+    obs, info = env.reset(seed=seed)
+    assert obs in env.observation_space
+    for pick in picks:
+        action = pick if pick < 0 else pick % (n + 2)  # in range mostly, a few out of range
+        oracle, tokens = info["oracle_actions"], env._tokens()
+        if not 0 <= action < n:
+            with pytest.raises(ValueError, match=f"got {action}"):
+                env.step(action)
+            continue
+        obs, reward, terminated, truncated, info = env.step(action)
+        assert obs in env.observation_space and len(env._tokens()) == env.token_length
+        # progress is +1 exactly for the oracle's actions, and a reward model can see it
+        assert (info["progress"] == 1) == (action in oracle) or terminated
+        if info["progress"] == 1:
+            assert env._tokens() != tokens
+        if info["invalid_action"] or action == env.noop_action:
+            assert info["progress"] == 0 and env._tokens() == tokens
+        assert terminated or truncated or info["oracle_actions"]
+        if terminated or truncated:
+            assert info["outcome"] == (1 if terminated else -1)
             obs, info = env.reset()
