@@ -30,56 +30,54 @@ def _by_env_and_label(runs: list[dict[str, Any]]) -> dict[str, dict[str, list[di
     return grouped
 
 
-def plot_curves(out: Path, runs: list[dict[str, Any]]) -> Path:
-    """In-domain success against env steps per row, IQM over seeds with a 95 % bootstrap band."""
+def _per_env_figure(out: Path, runs: list[dict[str, Any]], name: str, ylabel: str, draw: Any) -> Path:
+    """One panel per env; ``draw(axis, label, group)`` adds one row's line to a panel."""
     plt = _pyplot()
     grouped = _by_env_and_label(runs)
     fig, axes = plt.subplots(1, len(grouped), figsize=(5 * len(grouped), 3.5), squeeze=False)
     for axis, (env, labels) in zip(axes[0], sorted(grouped.items()), strict=True):
         for label, group in sorted(labels.items()):
-            steps = [e["step"] for e in group[0]["evaluations"]]
-            stats = []
-            for k in range(len(steps)):
-                values = [
-                    _score(r["evaluations"][k], _tiers(r)[0]) for r in group if len(r["evaluations"]) > k
-                ]
-                stats.append(iqm_ci([values]))
-            point, low, high = (np.array(column) for column in zip(*stats, strict=True))
-            axis.plot(steps, point, label=label)
-            axis.fill_between(steps, low, high, alpha=0.2)
-        axis.set(title=env, xlabel="env steps", ylabel="in-domain success (IQM)", ylim=(-0.02, 1.02))
+            draw(axis, label, group)
+        axis.set(title=env, xlabel="env steps", ylabel=ylabel, ylim=(-0.02, 1.02))
         axis.grid(alpha=0.3)
     axes[0][-1].legend(fontsize=7, loc="best")
     fig.tight_layout()
-    path = out / "curves.png"
+    path = out / name
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def _draw_success(axis: Any, label: str, group: list[dict[str, Any]]) -> None:
+    steps = [e["step"] for e in group[0]["evaluations"]]
+    stats = []
+    for k in range(len(steps)):
+        values = [_score(r["evaluations"][k], _tiers(r)[0]) for r in group if len(r["evaluations"]) > k]
+        stats.append(iqm_ci([values]))
+    point, low, high = (np.array(column) for column in zip(*stats, strict=True))
+    axis.plot(steps, point, label=label)
+    axis.fill_between(steps, low, high, alpha=0.2)
+
+
+def _draw_difficulty(axis: Any, label: str, group: list[dict[str, Any]]) -> None:
+    length = min(len(r["history"]) for r in group)
+    if length == 0:
+        return
+    steps = [row["step"] for row in group[0]["history"][:length]]
+    values = np.array(
+        [[row.get("loop/difficulty", math.nan) for row in r["history"][:length]] for r in group]
+    )
+    axis.plot(steps, np.nanmean(values, axis=0), label=label)
+
+
+def plot_curves(out: Path, runs: list[dict[str, Any]]) -> Path:
+    """In-domain success against env steps per row, IQM over seeds with a 95 % bootstrap band."""
+    return _per_env_figure(out, runs, "curves.png", "in-domain success (IQM)", _draw_success)
 
 
 def plot_difficulty(out: Path, runs: list[dict[str, Any]]) -> Path:
     """Mean training difficulty per rollout against env steps, one line per row, mean over seeds."""
-    plt = _pyplot()
-    grouped = _by_env_and_label(runs)
-    fig, axes = plt.subplots(1, len(grouped), figsize=(5 * len(grouped), 3.5), squeeze=False)
-    for axis, (env, labels) in zip(axes[0], sorted(grouped.items()), strict=True):
-        for label, group in sorted(labels.items()):
-            length = min(len(r["history"]) for r in group)
-            if length == 0:
-                continue
-            steps = [row["step"] for row in group[0]["history"][:length]]
-            values = np.array(
-                [[row.get("loop/difficulty", math.nan) for row in r["history"][:length]] for r in group]
-            )
-            axis.plot(steps, np.nanmean(values, axis=0), label=label)
-        axis.set(title=env, xlabel="env steps", ylabel="training difficulty", ylim=(-0.02, 1.02))
-        axis.grid(alpha=0.3)
-    axes[0][-1].legend(fontsize=7, loc="best")
-    fig.tight_layout()
-    path = out / "difficulty.png"
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return _per_env_figure(out, runs, "difficulty.png", "training difficulty", _draw_difficulty)
 
 
 def plot_precision(out: Path, runs: list[dict[str, Any]]) -> Path | None:
