@@ -7,6 +7,8 @@ the env's own rules written out again here, sharing no code with the oracle.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from rla_gym.envs.textnav import CLOSED, HELD, INVENTORY_SLOTS, LOCKED, OPEN, TextNavEnv
 
@@ -46,10 +48,11 @@ def current_state(env: TextNavEnv) -> tuple:
     return env._room, tuple(env._door), tuple(places)
 
 
-def bfs_distance(env: TextNavEnv, limit: int) -> int | None:
-    """Shortest number of commands to success from the env's current state, or None beyond limit."""
-    start = current_state(env)
-    if _solved(env, start):
+def shortest_distance(
+    start: Any, moves: Callable[[Any], Iterable[Any]], solved: Callable[[Any], bool], limit: int
+) -> int | None:
+    """Breadth-first search: fewest moves from ``start`` to a solved state, or None beyond ``limit``."""
+    if solved(start):
         return 0
     seen = {start}
     frontier = deque([(start, 0)])
@@ -57,11 +60,16 @@ def bfs_distance(env: TextNavEnv, limit: int) -> int | None:
         state, depth = frontier.popleft()
         if depth >= limit:
             continue
-        for nxt in _moves(env, state):
+        for nxt in moves(state):
             if nxt in seen:
                 continue
-            if _solved(env, nxt):
+            if solved(nxt):
                 return depth + 1
             seen.add(nxt)
             frontier.append((nxt, depth + 1))
     return None
+
+
+def bfs_distance(env: TextNavEnv, limit: int) -> int | None:
+    """Shortest number of commands to success from the env's current state, or None beyond limit."""
+    return shortest_distance(current_state(env), lambda s: _moves(env, s), lambda s: _solved(env, s), limit)

@@ -8,8 +8,9 @@ can change what success needs.
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Any
+
+from bfs_reference import shortest_distance
 
 from rla_gym.envs.gui import GUIEnv
 from rla_gym.envs.gui.layout import KIND_CHECK, NODE_COMMAND, NODE_OPENER, NODE_SUB, ROWS
@@ -87,20 +88,4 @@ def _moves(env: GUIEnv, state: State) -> list[State]:
 
 def bfs_distance(env: GUIEnv, limit: int) -> int | None:
     """Shortest number of commands to success from the env's current state, or None beyond limit."""
-    start = current_state(env)
-    if all(start[6]):
-        return 0
-    seen = {start}
-    frontier = deque([(start, 0)])
-    while frontier:
-        state, depth = frontier.popleft()
-        if depth >= limit:
-            continue
-        for nxt in _moves(env, state):
-            if nxt in seen:
-                continue
-            if all(nxt[6]):
-                return depth + 1
-            seen.add(nxt)
-            frontier.append((nxt, depth + 1))
-    return None
+    return shortest_distance(current_state(env), lambda s: _moves(env, s), lambda s: all(s[6]), limit)

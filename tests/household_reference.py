@@ -7,7 +7,7 @@ rules written out again here, sharing no code with the oracle.
 
 from __future__ import annotations
 
-from collections import deque
+from bfs_reference import shortest_distance
 
 from rla_gym.envs.household import HouseholdEnv
 from rla_gym.envs.household.catalog import RECEPTACLES
@@ -68,20 +68,4 @@ def _solved(env: HouseholdEnv, state: tuple) -> bool:
 
 def bfs_distance(env: HouseholdEnv, limit: int) -> int | None:
     """Shortest number of commands to success from the env's current state, or None beyond limit."""
-    start = current_state(env)
-    if _solved(env, start):
-        return 0
-    seen = {start}
-    frontier = deque([(start, 0)])
-    while frontier:
-        state, depth = frontier.popleft()
-        if depth >= limit:
-            continue
-        for nxt in _moves(env, state):
-            if nxt in seen:
-                continue
-            if _solved(env, nxt):
-                return depth + 1
-            seen.add(nxt)
-            frontier.append((nxt, depth + 1))
-    return None
+    return shortest_distance(current_state(env), lambda s: _moves(env, s), lambda s: _solved(env, s), limit)
