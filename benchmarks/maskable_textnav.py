@@ -2,8 +2,9 @@
 
     python benchmarks/maskable_textnav.py --difficulty 0.3 --seed 0 --steps 150000 [--encoder attention]
 
-4 DummyVecEnv envs, n_steps 256, batch 256, other settings sb3-contrib's defaults, one torch
-thread; the greedy masked policy is evaluated every 10k steps on 200 held-out tasks.
+4 DummyVecEnv envs (``--n-envs``), n_steps 256, batch 256, features 128 and sb3's 64-64 heads
+(``--width`` sets both), other settings sb3-contrib's defaults, one torch thread; the greedy
+masked policy is evaluated every 10k steps on 200 held-out tasks.
 """
 
 from __future__ import annotations
@@ -40,16 +41,21 @@ def main() -> None:
         help="train on difficulties ~ U(train_from, difficulty) (UniformCurriculum) instead of one level",
     )
     parser.add_argument("--ent-coef", type=float, default=0.0)
+    parser.add_argument("--n-envs", type=int, default=4)
+    parser.add_argument("--width", type=int, default=None, help="features_dim and both head widths")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     torch.set_num_threads(1)
     venv = make_vec_env(
-        "RLA-TextNav-v0", n_envs=4, seed=args.seed, env_kwargs={"difficulty": args.difficulty}
+        "RLA-TextNav-v0", n_envs=args.n_envs, seed=args.seed, env_kwargs={"difficulty": args.difficulty}
     )
     if args.train_from is not None:
         curriculum = UniformCurriculum("RLA-TextNav-v0", args.train_from, args.difficulty, seed=args.seed)
         venv = CurriculumVecEnv(venv, curriculum)
-    policy_kwargs = {"features_extractor_kwargs": {"encoder": args.encoder}}
+    policy_kwargs: dict = {"features_extractor_kwargs": {"encoder": args.encoder}}
+    if args.width is not None:
+        policy_kwargs["features_extractor_kwargs"]["features_dim"] = args.width
+        policy_kwargs["net_arch"] = [args.width, args.width]
     model = MaskablePPO(
         MaskableTokenPolicy,
         venv,
@@ -73,6 +79,8 @@ def main() -> None:
     out = args.out or Path(
         f"benchmarks/results/maskable_textnav_d{args.difficulty}_{args.encoder}"
         + ("" if args.train_from is None else f"_from{args.train_from}")
+        + ("" if args.width is None else f"_w{args.width}")
+        + ("" if args.n_envs == 4 else f"_n{args.n_envs}")
         + f"_s{args.seed}.json"
     )
     out.parent.mkdir(parents=True, exist_ok=True)

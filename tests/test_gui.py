@@ -8,6 +8,7 @@ import itertools
 import gymnasium as gym
 import numpy as np
 import pytest
+from env_checks import budget_cell, check_knob_table, check_oracle_by_search, short
 from gui_reference import bfs_distance, current_state
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -37,29 +38,9 @@ from rla_gym.evaluation import random_agent
 @pytest.mark.parametrize("difficulty", [0.0, 0.15, 0.3, 0.5, 0.75, 1.0])
 def test_oracle_distance_and_actions_match_brute_force_search(difficulty: float) -> None:
     rng = np.random.default_rng(int(difficulty * 100))
-    checked = 0
-    for seed in range(8):
-        env = GUIEnv(difficulty=difficulty)
-        obs, info = env.reset(seed=seed)
-        for _ in range(30):
-            distance = env._distance()
-            if distance > 6:  # brute force is exponential: walk closer first
-                obs, _, terminated, truncated, info = env.step(info["oracle_actions"][0])
-                if terminated or truncated:
-                    break
-                continue
-            assert bfs_distance(env, distance + 1) == distance
-            for action in np.flatnonzero(info["action_mask"]):
-                child = copy.deepcopy(env)
-                child.step(int(action))
-                after = 0 if child._success() else bfs_distance(child, distance)
-                assert (after == distance - 1) == (action in info["oracle_actions"]), (seed, action)
-            checked += 1
-            pick_oracle = info["oracle_actions"] and rng.random() < 0.4
-            action = info["oracle_actions"][0] if pick_oracle else random_agent(obs, info, rng)
-            obs, _, terminated, truncated, info = env.step(action)
-            if terminated or truncated:
-                break
+    checked = check_oracle_by_search(
+        lambda: GUIEnv(difficulty=difficulty), bfs_distance, seeds=8, steps=30, near=6, rng=rng
+    )
     assert checked >= 15
 
 
@@ -289,12 +270,6 @@ def test_saved_settings_state_follows_the_widgets(seed, difficulty, obs_mode, ac
 
 def _expected_cells(d: float) -> dict[str, str]:
     k = gui_knobs(d)
-
-    def short(x: float) -> str:
-        text = f"{x:.2f}".rstrip("0").rstrip(".")
-        return text[1:] if text.startswith("0.") else text
-
-    factor = f"{k.budget_factor:.1f}".removesuffix(".0")
     names = ("full path", "no tab", "dialog only", "setting only")
     return {
         "top menus": str(k.top_menus),
@@ -309,17 +284,9 @@ def _expected_cells(d: float) -> dict[str, str]:
         "dialogs holding them": str(k.goal_dialogs),
         "share of text-field settings (others checkboxes)": short(k.field_share),
         "instruction names": names[k.ambiguity],
-        "step budget": f"{factor}x" + (f"+{k.budget_slack}" if k.budget_slack else ""),
+        "step budget": budget_cell(k),
     }
 
 
 def test_docstring_knob_table_matches_the_knob_function() -> None:
-    rows = [line.strip() for line in GUIEnv.__doc__.splitlines() if line.strip().startswith("| ")]
-    columns = {d: _expected_cells(d) for d in (0.0, 0.25, 0.5, 0.75, 1.0)}
-    checked = 0
-    for row in rows:
-        cells = [c.strip() for c in row.strip("|").split("|")]
-        if cells[0] in columns[0.0]:
-            assert cells[2:] == [columns[d][cells[0]] for d in columns], (cells[0], cells[2:])
-            checked += 1
-    assert checked == len(columns[0.0])
+    check_knob_table(GUIEnv.__doc__ or "", {d: _expected_cells(d) for d in (0.0, 0.25, 0.5, 0.75, 1.0)})

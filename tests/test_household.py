@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import itertools
 
 import gymnasium as gym
 import numpy as np
 import pytest
+from env_checks import budget_cell, check_knob_table, check_oracle_by_search, short
 from household_reference import bfs_distance
 
 from rla_gym.envs.household import HouseholdEnv
@@ -55,30 +55,15 @@ BFS_CAPS = [(0.0, 12), (0.3, 10), (0.5, 8), (0.7, 7), (0.9, 6), (1.0, 6)]  # bru
 @pytest.mark.parametrize(("difficulty", "cap"), BFS_CAPS)
 def test_oracle_distance_and_actions_match_brute_force_search(difficulty: float, cap: int) -> None:
     rng = np.random.default_rng(int(difficulty * 100))
-    checked = 0
-    for seed in range(8):
-        env = HouseholdEnv(difficulty=difficulty)
-        obs, info = env.reset(seed=seed)
-        for _ in range(40):
-            distance = env._distance()
-            if distance > cap:  # brute force is exponential: walk closer first (sometimes off the path)
-                action = info["oracle_actions"][0] if rng.random() < 0.7 else random_agent(obs, info, rng)
-                obs, _, terminated, truncated, info = env.step(action)
-                if terminated or truncated:
-                    break
-                continue
-            assert bfs_distance(env, distance + 1) == distance
-            for action in np.flatnonzero(info["action_mask"]):
-                child = copy.deepcopy(env)
-                child.step(int(action))
-                after = 0 if child._success() else bfs_distance(child, distance - 1)
-                assert (after == distance - 1) == (action in info["oracle_actions"]), (seed, action)
-            checked += 1
-            pick_oracle = info["oracle_actions"] and rng.random() < 0.4
-            action = info["oracle_actions"][0] if pick_oracle else random_agent(obs, info, rng)
-            obs, _, terminated, truncated, info = env.step(action)
-            if terminated or truncated:
-                break
+    checked = check_oracle_by_search(  # walks closer sometimes off the path, too
+        lambda: HouseholdEnv(difficulty=difficulty),
+        bfs_distance,
+        seeds=8,
+        steps=40,
+        near=cap,
+        rng=rng,
+        wander=0.3,
+    )
     assert checked >= 40
 
 
@@ -299,32 +284,17 @@ def test_rgb_array_render_draws_the_house() -> None:
 
 def _expected_cells(d: float) -> dict[str, str]:
     k = household_knobs(d)
-
-    def short(x: float) -> str:
-        text = f"{x:.2f}".rstrip("0").rstrip(".")
-        return text[1:] if text.startswith("0.") else text
-
-    factor = f"{k.budget_factor:.1f}".removesuffix(".0")
     return {
         "rooms": str(k.rooms),
         "receptacles": str(k.receptacles),
-        "objects |": str(k.objects),
+        "objects": str(k.objects),
         "objects per receptacle": str(k.max_per_receptacle),
         "closed-container probability": short(k.closed_prob),
         "task families": " ".join(k.families),
         "goal detail": k.goal_detail,
-        "step budget": f"{factor}x" + (f"+{k.budget_slack}" if k.budget_slack else ""),
+        "step budget": budget_cell(k),
     }
 
 
 def test_docstring_knob_table_matches_the_knob_function() -> None:
-    rows = [line.strip() for line in HouseholdEnv.__doc__.splitlines() if line.strip().startswith("| ")]
-    columns = {d: _expected_cells(d) for d in LEVELS}
-    checked = 0
-    for row in rows:
-        cells = [c.strip() for c in row.strip("|").split("|")]
-        for label in columns[0.0]:
-            if (cells[0] + " |").startswith(label):
-                assert cells[2:] == [columns[d][label] for d in columns], (label, cells[2:])
-                checked += 1
-    assert checked == len(columns[0.0])
+    check_knob_table(HouseholdEnv.__doc__ or "", {d: _expected_cells(d) for d in LEVELS})

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import copy
 import itertools
 
 import gymnasium as gym
 import numpy as np
 import pytest
+from env_checks import budget_cell, check_knob_table, check_oracle_by_search
 from reason_reference import bfs_distance, row_values
 
 from rla_gym.envs.reason import (
@@ -38,30 +38,10 @@ def _tasks(difficulty: float, seeds: range, **kwargs) -> list[ReasonEnv]:
 @pytest.mark.parametrize("difficulty", LEVELS)
 def test_oracle_distance_and_actions_match_brute_force_search(difficulty: float) -> None:
     rng = np.random.default_rng(int(difficulty * 100))
-    near = 8 if difficulty <= 0.25 else 6  # brute force is exponential in the buffer: walk closer first
-    checked = 0
-    for seed in range(8):
-        env = ReasonEnv(difficulty=difficulty)
-        obs, info = env.reset(seed=seed)
-        for _ in range(30):
-            distance = env._distance()
-            if distance > near:
-                obs, _, terminated, truncated, info = env.step(info["oracle_actions"][0])
-                if terminated or truncated:
-                    break
-                continue
-            assert bfs_distance(env, distance) == distance  # BFS returns the first (fewest) depth
-            for action in np.flatnonzero(info["action_mask"]):
-                child = copy.deepcopy(env)
-                child.step(int(action))
-                after = 0 if child._success() else bfs_distance(child, distance - 1)
-                assert (after == distance - 1) == (action in info["oracle_actions"]), (seed, action)
-            checked += 1
-            pick_oracle = rng.random() < 0.4
-            action = info["oracle_actions"][0] if pick_oracle else random_agent(obs, info, rng)
-            obs, _, terminated, truncated, info = env.step(action)
-            if terminated or truncated:
-                break
+    near = 8 if difficulty <= 0.25 else 6  # brute force is exponential in the buffer
+    checked = check_oracle_by_search(
+        lambda: ReasonEnv(difficulty=difficulty), bfs_distance, seeds=8, steps=30, near=near, rng=rng
+    )
     assert checked >= 30
 
 
@@ -262,7 +242,6 @@ def test_rgb_array_render_shows_the_rows() -> None:
 
 def _expected_cells(d: float) -> dict[str, str]:
     k = reason_knobs(d)
-    factor = f"{k.budget_factor:.1f}".removesuffix(".0")
     families = {1: "arithmetic", 2: "+logic", 3: "+list", 4: "+trace"}[len(k.families)]
     return {
         "families": families,
@@ -273,18 +252,9 @@ def _expected_cells(d: float) -> dict[str, str]:
         "operators": k.operators,
         "largest value": str(k.max_value),
         "admissible digits": str(k.digit_choices),
-        "step budget": f"{factor}x" + (f"+{k.budget_slack}" if k.budget_slack else ""),
+        "step budget": budget_cell(k),
     }
 
 
 def test_docstring_knob_table_matches_the_knob_function() -> None:
-    rows = [line.strip() for line in ReasonEnv.__doc__.splitlines() if line.strip().startswith("| ")]
-    columns = {d: _expected_cells(d) for d in LEVELS}
-    checked = 0
-    for row in rows:
-        cells = [c.strip() for c in row.strip("|").split("|")]
-        for label in columns[0.0]:
-            if cells[0].startswith(label):
-                assert cells[2:] == [columns[d][label] for d in columns], (label, cells[2:])
-                checked += 1
-    assert checked == len(columns[0.0])
+    check_knob_table(ReasonEnv.__doc__ or "", {d: _expected_cells(d) for d in LEVELS})

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import copy
 import itertools
 
 import gymnasium as gym
 import numpy as np
 import pytest
 from bfs_reference import bfs_distance
+from env_checks import budget_cell, check_knob_table, check_oracle_by_search, short
 
 from rla_gym.envs.textnav import TextNavEnv, textnav_knobs
 from rla_gym.evaluation import random_agent
@@ -17,29 +17,10 @@ from rla_gym.evaluation import random_agent
 @pytest.mark.parametrize("difficulty", [0.0, 0.3, 0.5, 0.7, 0.85])
 def test_oracle_distance_and_actions_match_brute_force_search(difficulty: float) -> None:
     rng = np.random.default_rng(int(difficulty * 100))
-    checked = 0
-    for seed in range(20):
-        env = TextNavEnv(difficulty=difficulty)
-        obs, info = env.reset(seed=seed)
-        for _ in range(40):
-            distance = env._distance()
-            if distance > (12 if difficulty < 0.6 else 8):  # brute force is exponential: walk closer first
-                obs, _, terminated, truncated, info = env.step(info["oracle_actions"][0])
-                if terminated or truncated:
-                    break
-                continue
-            assert bfs_distance(env, distance + 1) == distance
-            for action in np.flatnonzero(info["action_mask"]):
-                child = copy.deepcopy(env)
-                child.step(int(action))
-                after = 0 if child._success() else bfs_distance(child, distance)
-                assert (after == distance - 1) == (action in info["oracle_actions"]), (seed, action)
-            checked += 1
-            pick_oracle = info["oracle_actions"] and rng.random() < 0.4
-            action = info["oracle_actions"][0] if pick_oracle else random_agent(obs, info, rng)
-            obs, _, terminated, truncated, info = env.step(action)
-            if terminated or truncated:
-                break
+    near = 12 if difficulty < 0.6 else 8
+    checked = check_oracle_by_search(
+        lambda: TextNavEnv(difficulty=difficulty), bfs_distance, seeds=20, steps=40, near=near, rng=rng
+    )
     assert checked >= 25
 
 
@@ -120,12 +101,6 @@ def test_rgb_array_render_is_a_map() -> None:
 
 def _expected_cells(d: float) -> dict[str, str]:
     k = textnav_knobs(d)
-
-    def short(x: float) -> str:
-        text = f"{x:.2f}".rstrip("0").rstrip(".")
-        return text[1:] if text.startswith("0.") else text
-
-    factor = f"{k.budget_factor:.1f}".removesuffix(".0")
     return {
         "rooms": str(k.rooms),
         "route length band": f"{k.route_min}-{k.route_max}",
@@ -136,18 +111,9 @@ def _expected_cells(d: float) -> dict[str, str]:
         'share of "bring"': short(k.bring_prob),
         "goal detail": k.directions,
         "exit descriptions": "yes" if k.name_exits else "no",
-        "step budget": f"{factor}x" + (f"+{k.budget_slack}" if k.budget_slack else ""),
+        "step budget": budget_cell(k),
     }
 
 
 def test_docstring_knob_table_matches_the_knob_function() -> None:
-    rows = [line.strip() for line in TextNavEnv.__doc__.splitlines() if line.strip().startswith("| ")]
-    columns = {d: _expected_cells(d) for d in (0.0, 0.25, 0.5, 0.75, 1.0)}
-    checked = 0
-    for row in rows:
-        cells = [c.strip() for c in row.strip("|").split("|")]
-        for label in columns[0.0]:
-            if cells[0].startswith(label):
-                assert cells[2:] == [columns[d][label] for d in columns], (label, cells[2:])
-                checked += 1
-    assert checked == len(columns[0.0])
+    check_knob_table(TextNavEnv.__doc__ or "", {d: _expected_cells(d) for d in (0.0, 0.25, 0.5, 0.75, 1.0)})
