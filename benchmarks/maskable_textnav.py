@@ -43,7 +43,12 @@ def main() -> None:
     parser.add_argument("--ent-coef", type=float, default=0.0)
     parser.add_argument("--n-envs", type=int, default=4)
     parser.add_argument("--width", type=int, default=None, help="features_dim and both head widths")
+    parser.add_argument(
+        "--separate", action="store_true", help="separate feature extractors for policy and value"
+    )
+    parser.add_argument("--lr", type=float, default=3e-4)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--save", type=Path, default=None, help="save the trained model here (a .zip)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     venv = make_vec_env(
@@ -56,12 +61,15 @@ def main() -> None:
     if args.width is not None:
         policy_kwargs["features_extractor_kwargs"]["features_dim"] = args.width
         policy_kwargs["net_arch"] = [args.width, args.width]
+    if args.separate:
+        policy_kwargs["share_features_extractor"] = False
     model = MaskablePPO(
         MaskableTokenPolicy,
         venv,
         n_steps=256,
         batch_size=256,
         ent_coef=args.ent_coef,
+        learning_rate=args.lr,
         seed=args.seed,
         policy_kwargs=policy_kwargs,
     )
@@ -81,9 +89,13 @@ def main() -> None:
         + ("" if args.train_from is None else f"_from{args.train_from}")
         + ("" if args.width is None else f"_w{args.width}")
         + ("" if args.n_envs == 4 else f"_n{args.n_envs}")
+        + ("_sep" if args.separate else "")
+        + ("" if args.lr == 3e-4 else f"_lr{args.lr:g}")
         + f"_s{args.seed}.json"
     )
     out.parent.mkdir(parents=True, exist_ok=True)
+    if args.save is not None:
+        model.save(args.save)
     meta = {"command": "python benchmarks/maskable_textnav.py", **{k: str(v) for k, v in vars(args).items()}}
     out.write_text(json.dumps({"meta": meta, "curve": curve}, indent=2) + "\n")
 
