@@ -59,6 +59,27 @@ def test_relational_encoder_adds_pair_equality_features() -> None:
     assert extractor({"tokens": tokens.float()}).shape == (2, 128)
 
 
+def test_lookup_encoder_reads_the_route_direction_for_the_current_room() -> None:
+    import torch
+
+    env = gym.make("RLA-TextNav-v0", difficulty=0.3)
+    extractor = TokenFeaturesExtractor(env.observation_space, encoder="lookup")
+    assert extractor.head[0].in_features == 69 * 16 + 69 * 68 // 2 + 68 * 67 // 2 + 68 * 16
+    vocab = env.unwrapped.vocab
+    for seed in range(5):
+        obs, info = env.reset(seed=seed)
+        ids = torch.as_tensor(obs["tokens"][None]).long()
+        bigrams = ids[:, :-1] * extractor.vocab_size + ids[:, 1:]
+        read = extractor._lookup(bigrams, extractor.embedding(ids))[0]
+        room = 5 + 24  # the room name follows the goal (5) and the route (8 x 3)
+        direction = next(a for a in info["oracle_actions"] if a < 4)  # "go <d>" is action d
+        expected = extractor.embedding.weight[vocab.index(("north", "east", "south", "west")[direction])]
+        assert torch.allclose(read[room], expected), seed
+    tokens = torch.randint(5, 40, (3, 69))
+    tokens[1, 10:12] = tokens[1, 40:42]
+    assert extractor({"tokens": tokens.float()}).shape == (3, 128)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
 def test_ppo_learns_difficulty_zero(seed: int) -> None:
