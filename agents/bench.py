@@ -39,8 +39,10 @@ PRECISION_M = (1, 2, 4, 8, 16, 32)
 #: Settings that change what a run measures: resuming into runs made with others is refused.
 RUN_SETTINGS = (
     "steps", "eval_every", "eval_episodes", "levels", "max_difficulty", "difficulty", "algo",
-    "objective", "lam", "process_scale", "n_envs", "n_steps",
+    "encoder", "objective", "lam", "process_scale", "n_envs", "n_steps",
 )  # fmt: skip
+#: Run settings added after runs were committed: a run without the key was made with this value.
+UNSAVED_DEFAULTS = {"encoder": "flatten"}
 #: Held-out RM trajectories use task seeds from here on (policy evaluation uses the start).
 RM_SEED_OFFSET = 1_000_000
 
@@ -69,6 +71,7 @@ class BenchSettings:
     max_difficulty: float = _help("training stays within [0, this]; harder levels are OOD", 0.5)
     difficulty: float = _help("difficulty of the fixed strategy and the fixed-env modes", 0.25)
     algo: str = _help("SB3 algorithm: ppo, a2c, maskable-ppo", "ppo")
+    encoder: str = _help("token encoder of the policy: flatten, attention, relational, lookup", "flatten")
     objective: str = _help("PRM objective (outcome-only)", "value-difference")
     lam: float = _help("lambda: weight of the process part of the reward", 1.0)
     process_scale: str = _help(
@@ -176,7 +179,7 @@ def plan(settings: BenchSettings) -> list[RunSpec]:
 
 def loop_settings(settings: BenchSettings, spec: RunSpec) -> LoopSettings:
     return LoopSettings(
-        env=spec.env, algo=settings.algo, mode=spec.mode, curriculum=spec.strategy,
+        env=spec.env, algo=settings.algo, encoder=settings.encoder, mode=spec.mode, curriculum=spec.strategy,
         objective=settings.objective, lam=settings.lam, process_scale=settings.process_scale,
         n_envs=settings.n_envs, n_steps=settings.n_steps,
         difficulty=settings.difficulty, max_difficulty=settings.max_difficulty, seed=spec.seed,
@@ -398,7 +401,7 @@ def check_resumable(out: Path, specs: list[RunSpec], settings: BenchSettings) ->
     for spec in specs:
         path = out / "runs" / f"{spec.run_id}.json"
         if path.exists():
-            saved = json.loads(path.read_text())["settings"]
+            saved = {**UNSAVED_DEFAULTS, **json.loads(path.read_text())["settings"]}
             differ = sorted(k for k in RUN_SETTINGS if saved.get(k) != current[k])
             if differ:
                 raise ValueError(

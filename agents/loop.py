@@ -313,6 +313,7 @@ class LoopSettings:
 
     env: str = "RLA-TextNav-v0"
     algo: str = "ppo"
+    encoder: str = "flatten"
     mode: str = "env"
     curriculum: str = "task-pool"
     objective: str = "value-difference"
@@ -331,6 +332,7 @@ def validate_settings(settings: LoopSettings) -> None:
     """Raise a clear error for any bad setting, before anything is built or written."""
     import gymnasium as gym
 
+    from agents.policies import ENCODERS
     from agents.reward_model import OUTCOME_OBJECTIVES
     from rla_gym.core import RLAEnv
     from rla_gym.curricula import CURRICULA
@@ -340,6 +342,8 @@ def validate_settings(settings: LoopSettings) -> None:
         raise ValueError(f"process_scale must be one of {PROCESS_SCALES}, got {settings.process_scale!r}")
     if settings.algo not in ALGOS:
         raise ValueError(f"algo must be one of {ALGOS}, got {settings.algo!r}")
+    if settings.encoder not in ENCODERS:
+        raise ValueError(f"encoder must be one of {ENCODERS}, got {settings.encoder!r}")
     if settings.curriculum not in CURRICULA:
         raise ValueError(f"curriculum must be one of {sorted(CURRICULA)}, got {settings.curriculum!r}")
     if settings.objective not in OUTCOME_OBJECTIVES:
@@ -381,7 +385,12 @@ def _algorithm(settings: LoopSettings, venv: VecEnv) -> Any:
 
     from agents.policies import MaskableTokenPolicy, TokenPolicy
 
-    common: dict[str, Any] = {"n_steps": settings.n_steps, "seed": settings.seed, "device": settings.device}
+    common: dict[str, Any] = {
+        "n_steps": settings.n_steps,
+        "seed": settings.seed,
+        "device": settings.device,
+        "policy_kwargs": {"features_extractor_kwargs": {"encoder": settings.encoder}},
+    }
     if settings.algo == "a2c":
         return A2C(TokenPolicy, venv, **common)
     if settings.algo == "maskable-ppo":

@@ -10,7 +10,7 @@ from stable_baselines3.common.policies import MultiInputActorCriticPolicy
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 
-ENCODERS = ("flatten", "attention", "relational")
+ENCODERS = ("flatten", "attention", "relational", "lookup")
 
 
 class TokenFeaturesExtractor(BaseFeaturesExtractor):
@@ -21,7 +21,10 @@ class TokenFeaturesExtractor(BaseFeaturesExtractor):
     ``"attention"`` adds learned position embeddings, one self-attention layer and mean
     pooling; ``"relational"`` adds to the flattened embeddings one binary feature per pair of
     positions holding the same token, and per pair of positions starting the same two tokens
-    (names are two words), so "this room is the one the route names" is a linear feature.
+    (names are two words), so "this room is the one the route names" is a linear feature;
+    ``"lookup"`` adds to those, at every position, the mean embedding of the token that follows
+    the other occurrences of the two words starting there (a content-addressed read), so
+    "the direction the route gives for this room" is a linear feature too.
     SB3 hands Box observations over as float32, so ids are cast back to long. The
     action mask is not a feature: it masks actions (see :class:`MaskableTokenPolicy`).
 
@@ -36,7 +39,7 @@ class TokenFeaturesExtractor(BaseFeaturesExtractor):
         observation_space: gym.spaces.Dict,
         features_dim: int = 128,
         embed_dim: int = 16,
-        encoder: Literal["flatten", "attention", "relational"] = "flatten",
+        encoder: Literal["flatten", "attention", "relational", "lookup"] = "flatten",
     ) -> None:
         super().__init__(observation_space, features_dim)
         tokens = observation_space["tokens"]
@@ -49,7 +52,7 @@ class TokenFeaturesExtractor(BaseFeaturesExtractor):
         self.embedding = nn.Embedding(int(tokens.high.max()) + 1, embed_dim, padding_idx=0)
         if encoder == "flatten":
             self.head = nn.Sequential(nn.Linear(length * embed_dim, features_dim), nn.ReLU())
-        elif encoder == "relational":
+        elif encoder in ("relational", "lookup"):
             rows, cols = torch.triu_indices(length, length, offset=1)
             rows2, cols2 = torch.triu_indices(length - 1, length - 1, offset=1)
             self.pair_rows: torch.Tensor
@@ -62,6 +65,8 @@ class TokenFeaturesExtractor(BaseFeaturesExtractor):
             self.register_buffer("bigram_cols", cols2, persistent=False)
             self.vocab_size = int(tokens.high.max()) + 1
             width = length * embed_dim + rows.numel() + rows2.numel()
+            if encoder == "lookup":
+                width += (length - 1) * embed_dim
             self.head = nn.Sequential(nn.Linear(width, features_dim), nn.ReLU())
         else:
             self.position = nn.Parameter(torch.zeros(length, embed_dim))
@@ -75,15 +80,26 @@ class TokenFeaturesExtractor(BaseFeaturesExtractor):
         embedded = self.embedding(ids)
         if self.encoder == "flatten":
             return self.head(embedded.flatten(start_dim=1))
-        if self.encoder == "relational":
+        if self.encoder in ("relational", "lookup"):
             same = (ids[:, self.pair_rows] == ids[:, self.pair_cols]).float()
             bigrams = ids[:, :-1] * self.vocab_size + ids[:, 1:]
             same2 = (bigrams[:, self.bigram_rows] == bigrams[:, self.bigram_cols]).float()
-            return self.head(torch.cat([embedded.flatten(start_dim=1), same, same2], dim=1))
+            parts = [embedded.flatten(start_dim=1), same, same2]
+            if self.encoder == "lookup":
+                parts.append(self._lookup(bigrams, embedded).flatten(start_dim=1))
+            return self.head(torch.cat(parts, dim=1))
         encoded = self.attention(embedded + self.position, src_key_padding_mask=ids == 0)
         keep = (ids != 0).unsqueeze(-1).float()
         pooled = (encoded * keep).sum(dim=1) / keep.sum(dim=1).clamp(min=1.0)
         return self.head(pooled)
+
+    @staticmethod
+    def _lookup(bigrams: torch.Tensor, embedded: torch.Tensor) -> torch.Tensor:
+        """Per bigram position i: mean embedding of the token after every other j with the same bigram."""
+        match = (bigrams.unsqueeze(2) == bigrams.unsqueeze(1)).float()
+        match = match * (1.0 - torch.eye(bigrams.shape[1], device=bigrams.device))
+        following = torch.cat([embedded[:, 2:], torch.zeros_like(embedded[:, :1])], dim=1)
+        return match @ following / match.sum(dim=2, keepdim=True).clamp(min=1.0)
 
 
 class TokenPolicy(MultiInputActorCriticPolicy):

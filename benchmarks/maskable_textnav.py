@@ -21,7 +21,7 @@ from stable_baselines3.common.env_util import make_vec_env
 
 import rla_gym  # noqa: F401
 from agents.curriculum import CurriculumVecEnv
-from agents.policies import MaskableTokenPolicy
+from agents.policies import ENCODERS, MaskableTokenPolicy
 from rla_gym.curricula import UniformCurriculum
 from rla_gym.evaluation import evaluate, heldout_seeds
 
@@ -33,7 +33,7 @@ def main() -> None:
     parser.add_argument("--difficulty", type=float, default=0.3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--steps", type=int, default=150_000)
-    parser.add_argument("--encoder", choices=["flatten", "attention", "relational"], default="flatten")
+    parser.add_argument("--encoder", choices=ENCODERS, default="flatten")
     parser.add_argument(
         "--train-from",
         type=float,

@@ -256,14 +256,20 @@ class RLAEnv(gym.Env[Any, np.int64]):
         return self._mask.astype(bool)
 
     def render(self) -> Any:
-        """``"ansi"``: return the text observation; ``"human"``: print it."""
+        """``"ansi"``: return the text observation; ``"human"``: print it; ``"rgb_array"``: a frame."""
         if self._task is None:
             raise RuntimeError("render() called before reset()")
+        if self.render_mode == "rgb_array":
+            return self._rgb_array()
         if self.render_mode == "ansi":
             return self._text()
         if self.render_mode == "human":
             print(self._text())
         return None
+
+    def _rgb_array(self) -> np.ndarray:
+        """The ``render_mode="rgb_array"`` frame; envs whose metadata lists that mode override it."""
+        raise NotImplementedError(f"{type(self).__name__} draws no rgb_array frames")
 
     def decode_tokens(self, tokens: Any) -> list[str]:
         """Map token ids back to words, dropping padding (for debugging)."""

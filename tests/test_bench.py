@@ -189,6 +189,11 @@ def test_resuming_into_runs_made_with_other_settings_is_refused(tmp_path: Path) 
     check_resumable(tmp_path, [spec], settings)  # the same settings: fine
     with pytest.raises(ValueError, match="other settings \\(levels, steps"):
         check_resumable(tmp_path, [spec], dataclasses.replace(settings, steps=999, levels=(0.5,)))
+    del saved["encoder"]  # runs from before the setting existed used the flatten encoder
+    write_json_atomic(tmp_path / "runs" / f"{spec.run_id}.json", {"settings": saved})
+    check_resumable(tmp_path, [spec], settings)
+    with pytest.raises(ValueError, match="other settings \\(encoder"):
+        check_resumable(tmp_path, [spec], dataclasses.replace(settings, encoder="lookup"))
 
 
 @pytest.mark.slow

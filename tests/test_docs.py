@@ -36,6 +36,20 @@ def test_write_your_own_curriculum_tutorial_runs() -> None:
     assert namespace["env"].curriculum.state_dict()["streak"] in (0, 1, 2)
 
 
+def test_policies_page_example_runs() -> None:
+    import re
+
+    import torch
+
+    torch.set_num_threads(1)
+    page = (ROOT / "docs" / "policies.md").read_text()
+    (code,) = re.findall(r"```python\n(.*?)```", page, flags=re.S)
+    namespace: dict = {}
+    exec(compile(code, "policies.md", "exec"), namespace)
+    assert namespace["model"].policy.features_extractor.encoder == "lookup"
+    assert namespace["model"].num_timesteps >= 2048 and 0 <= namespace["result"].success_rate <= 1
+
+
 def test_every_curriculum_has_a_page() -> None:
     from rla_gym.curricula import CURRICULA
 

@@ -68,9 +68,11 @@ def test_bad_loop_settings_are_named() -> None:
         IntegratedRewardVecEnv(make_vec_env("RLA-TextNav-v0", n_envs=1), None, mode="outcome", lam=-1)
 
 
-@pytest.mark.parametrize("algo", ["a2c", "maskable-ppo"])
-def test_loop_runs_on_other_on_policy_algorithms(algo: str) -> None:
-    model, callback = build_loop(LoopSettings(algo=algo, n_envs=2, n_steps=128, device="cpu"))
+@pytest.mark.parametrize(("algo", "encoder"), [("a2c", "flatten"), ("maskable-ppo", "lookup")])
+def test_loop_runs_on_other_on_policy_algorithms(algo: str, encoder: str) -> None:
+    settings = LoopSettings(algo=algo, encoder=encoder, n_envs=2, n_steps=128, device="cpu")
+    model, callback = build_loop(settings)
+    assert model.policy.features_extractor.encoder == encoder
     model.learn(512, callback=callback)
     assert model.num_timesteps >= 512 and {"rm/balance", "rm/p_over"} <= set(callback.history[-1])
 

@@ -59,6 +59,27 @@ def test_relational_encoder_adds_pair_equality_features() -> None:
     assert extractor({"tokens": tokens.float()}).shape == (2, 128)
 
 
+def test_lookup_encoder_reads_the_route_direction_for_the_current_room() -> None:
+    import torch
+
+    env = gym.make("RLA-TextNav-v0", difficulty=0.3)
+    extractor = TokenFeaturesExtractor(env.observation_space, encoder="lookup")
+    assert extractor.head[0].in_features == 69 * 16 + 69 * 68 // 2 + 68 * 67 // 2 + 68 * 16
+    vocab = env.unwrapped.vocab
+    for seed in range(5):
+        obs, info = env.reset(seed=seed)
+        ids = torch.as_tensor(obs["tokens"][None]).long()
+        bigrams = ids[:, :-1] * extractor.vocab_size + ids[:, 1:]
+        read = extractor._lookup(bigrams, extractor.embedding(ids))[0]
+        room = 5 + 24  # the room name follows the goal (5) and the route (8 x 3)
+        direction = next(a for a in info["oracle_actions"] if a < 4)  # "go <d>" is action d
+        expected = extractor.embedding.weight[vocab.index(("north", "east", "south", "west")[direction])]
+        assert torch.allclose(read[room], expected), seed
+    tokens = torch.randint(5, 40, (3, 69))
+    tokens[1, 10:12] = tokens[1, 40:42]
+    assert extractor({"tokens": tokens.float()}).shape == (3, 128)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
 def test_ppo_learns_difficulty_zero(seed: int) -> None:
@@ -100,20 +121,38 @@ def test_token_policy_aliases_train_with_ppo_a2c_and_maskable_ppo() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [0, 1])
-def test_maskable_ppo_learns_difficulty_0_15(seed: int) -> None:
-    """Measured: 0.955 held-out success after 10k steps (seed 0). At d = 0.3 the same setup plateaus
-    near 0.4 after 150k steps (see docs/benchmarks.md), short of issue #4's 0.8 target."""
+def test_maskable_ppo_with_the_lookup_encoder_learns_difficulty_0_3() -> None:
+    """Issue #4's bar: >= 0.8 held-out success at d = 0.3 (static route hints, bring tasks).
+
+    Measured with ``benchmarks/maskable_textnav.py --encoder lookup`` (the same setup, evaluated
+    every 10k steps): 0.865 at 102,400 steps for seed 0; see docs/benchmarks.md for the seeds.
+    """
     from sb3_contrib import MaskablePPO
 
     from agents.policies import MaskableTokenPolicy
+    from agents.train import policy_agent
+
+    venv = make_vec_env("RLA-TextNav-v0", n_envs=4, seed=0, env_kwargs={"difficulty": 0.3})
+    policy_kwargs = {"features_extractor_kwargs": {"encoder": "lookup"}}
+    model = MaskablePPO(
+        MaskableTokenPolicy, venv, n_steps=256, batch_size=256, seed=0, policy_kwargs=policy_kwargs
+    )
+    model.learn(102_400)
+    result = evaluate(gym.make("RLA-TextNav-v0"), policy_agent(model, masked=True), 0.3, heldout_seeds(200))
+    assert result.success_rate >= 0.8, result
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1])
+def test_maskable_ppo_learns_difficulty_0_15(seed: int) -> None:
+    """Measured: 0.955 held-out success after 10k steps (seed 0), with the default flatten encoder."""
+    from sb3_contrib import MaskablePPO
+
+    from agents.policies import MaskableTokenPolicy
+    from agents.train import policy_agent
 
     venv = make_vec_env("RLA-TextNav-v0", n_envs=4, seed=seed, env_kwargs={"difficulty": 0.15})
     model = MaskablePPO(MaskableTokenPolicy, venv, n_steps=256, batch_size=256, seed=seed)
     model.learn(20_000)
-
-    def agent(obs, info, rng) -> int:
-        return int(model.predict(obs, deterministic=True, action_masks=info["action_mask"].astype(bool))[0])
-
-    result = evaluate(gym.make("RLA-TextNav-v0"), agent, 0.15, heldout_seeds(200))
+    result = evaluate(gym.make("RLA-TextNav-v0"), policy_agent(model, masked=True), 0.15, heldout_seeds(200))
     assert result.success_rate >= 0.8, result

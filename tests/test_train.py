@@ -140,6 +140,7 @@ def test_corrupt_or_foreign_checkpoints_are_refused(tmp_path: Path, content, mes
         (["--lam", "-1"], "lam must be a finite number >= 0, got -1.0"),
         (["--curriculum", "magic"], "curriculum must be one of"),
         (["--algo", "dqn"], "algo must be one of"),
+        (["--encoder", "lstm"], "got 'lstm'"),
         (["--env", "Nope-v0"], "Nope"),
         (["--objective", "supervised"], "outcome-only"),
         (["--device", "nonsense"], "device must be 'auto', 'cpu' or 'cuda[:N]', got 'nonsense'"),

@@ -519,15 +519,8 @@ class TextNavEnv(RLAEnv):
         lines.append(f"You see: {seen}. You carry: {carried}.")
         return "\n".join(lines)
 
-    def render(self) -> Any:
+    def _rgb_array(self, tile: int = 12) -> np.ndarray:
         """``"rgb_array"``: a top-down map (agent blue, goal green, doors brown, locked red)."""
-        if self.render_mode != "rgb_array":
-            return super().render()
-        if self._task is None:
-            raise RuntimeError("render() called before reset()")
-        return self._draw_map()
-
-    def _draw_map(self, tile: int = 12) -> np.ndarray:
         xs = [x for x, _ in self._cells]
         ys = [y for _, y in self._cells]
         x0, y0 = min(xs), min(ys)

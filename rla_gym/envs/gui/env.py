@@ -12,6 +12,8 @@ import math
 import random
 from typing import Any
 
+import numpy as np
+
 from rla_gym.core import RLAEnv, Task
 from rla_gym.envs.gui.knobs import gui_knobs
 from rla_gym.envs.gui.layout import (
@@ -152,10 +154,6 @@ class GUIEnv(GUIObservation, GUIOracle, RLAEnv):
         return math.ceil(optimal_len * self._knobs.budget_factor) + self._knobs.budget_slack
 
     # ------------------------------------------------------------ rendering
-    def render(self) -> Any:
+    def _rgb_array(self) -> np.ndarray:
         """``"rgb_array"``: a 160 x 240 screenshot (boxes, word bars, checkbox marks, yellow focus)."""
-        if self.render_mode != "rgb_array":
-            return super().render()
-        if self._task is None:
-            raise RuntimeError("render() called before reset()")
         return draw_screen(self)

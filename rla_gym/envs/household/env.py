@@ -457,15 +457,8 @@ class HouseholdEnv(RLAEnv):
         lines.append(f"You are holding: {held}.")
         return "\n".join(lines)
 
-    def render(self) -> Any:
+    def _rgb_array(self, tile: int = 16) -> np.ndarray:
         """``"rgb_array"``: rooms as columns of receptacles (agent blue frame, target green)."""
-        if self.render_mode != "rgb_array":
-            return super().render()
-        if self._task is None:
-            raise RuntimeError("render() called before reset()")
-        return self._draw()
-
-    def _draw(self, tile: int = 16) -> np.ndarray:
         rows = max(len(recs) for recs in self._room_recs)
         width = MAX_OBJECTS * 4 + 8
         image = np.full((rows * tile + 2 * tile, len(self._room_recs) * width, 3), 30, dtype=np.uint8)

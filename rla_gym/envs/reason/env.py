@@ -387,12 +387,8 @@ class ReasonEnv(RLAEnv):
         lines.append(f"Writing: {self._buffer}_" + (" (rejected)" if self._rejected else ""))
         return "\n".join(lines)
 
-    def render(self) -> Any:
+    def _rgb_array(self) -> np.ndarray:
         """``"rgb_array"``: the worksheet rows by status (ready yellow, done green), then the buffer."""
-        if self.render_mode != "rgb_array":
-            return super().render()
-        if self._task is None:
-            raise RuntimeError("render() called before reset()")
         tile = 12
         image = np.full(((ROWS + 1) * tile, (BUFFER + 2) * tile, 3), 20, dtype=np.uint8)
         tokens = self._sheet_tokens[4 + 2 * MEMORY :]
