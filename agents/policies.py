@@ -83,21 +83,28 @@ class TokenFeaturesExtractor(BaseFeaturesExtractor):
         if self.encoder in ("relational", "lookup"):
             same = (ids[:, self.pair_rows] == ids[:, self.pair_cols]).float()
             bigrams = ids[:, :-1] * self.vocab_size + ids[:, 1:]
-            same2 = (bigrams[:, self.bigram_rows] == bigrams[:, self.bigram_cols]).float()
-            parts = [embedded.flatten(start_dim=1), same, same2]
-            if self.encoder == "lookup":
-                parts.append(self._lookup(bigrams, embedded).flatten(start_dim=1))
-            return self.head(torch.cat(parts, dim=1))
+            if self.encoder == "relational":
+                same2 = (bigrams[:, self.bigram_rows] == bigrams[:, self.bigram_cols]).float()
+                return self.head(torch.cat([embedded.flatten(start_dim=1), same, same2], dim=1))
+            match = self._bigram_matches(bigrams)  # the pairwise bigram features are its upper triangle
+            same2 = match[:, self.bigram_rows, self.bigram_cols]
+            read = self._lookup(match, embedded).flatten(start_dim=1)
+            return self.head(torch.cat([embedded.flatten(start_dim=1), same, same2, read], dim=1))
         encoded = self.attention(embedded + self.position, src_key_padding_mask=ids == 0)
         keep = (ids != 0).unsqueeze(-1).float()
         pooled = (encoded * keep).sum(dim=1) / keep.sum(dim=1).clamp(min=1.0)
         return self.head(pooled)
 
     @staticmethod
-    def _lookup(bigrams: torch.Tensor, embedded: torch.Tensor) -> torch.Tensor:
-        """Per bigram position i: mean embedding of the token after every other j with the same bigram."""
+    def _bigram_matches(bigrams: torch.Tensor) -> torch.Tensor:
+        """match[b, i, j] = 1.0 where positions i != j start the same two tokens."""
         match = (bigrams.unsqueeze(2) == bigrams.unsqueeze(1)).float()
-        match = match * (1.0 - torch.eye(bigrams.shape[1], device=bigrams.device))
+        match.diagonal(dim1=1, dim2=2).zero_()
+        return match
+
+    @staticmethod
+    def _lookup(match: torch.Tensor, embedded: torch.Tensor) -> torch.Tensor:
+        """Per bigram position i: mean embedding of the token after every other j with the same bigram."""
         following = torch.cat([embedded[:, 2:], torch.zeros_like(embedded[:, :1])], dim=1)
         return match @ following / match.sum(dim=2, keepdim=True).clamp(min=1.0)
 
