@@ -413,7 +413,7 @@ def curriculum_kwargs(name: str, max_difficulty: float) -> dict[str, Any]:
     top = check_difficulty(max_difficulty, "max_difficulty")
     if name == "uniform":
         return {"low": 0.0, "high": top}
-    if name in ("success-band", "task-pool", "learning-progress"):
+    if name in ("success-band", "task-pool", "task-pool-fresh", "learning-progress"):
         return {"bounds": (0.0, top)}
     if name == "rm-balance":
         return {"bounds": (min(0.1, top / 2), top)}

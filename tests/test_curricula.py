@@ -13,6 +13,7 @@ from rla_gym.curricula import (
     CURRICULA,
     EpisodeResult,
     FixedCurriculum,
+    FreshTaskPoolCurriculum,
     LearningProgressCurriculum,
     PrioritizedLevelReplay,
     RewardModelBalanceCurriculum,
@@ -141,6 +142,35 @@ def test_task_pool_rm_scaled_step() -> None:
     c = TaskPoolCurriculum(ENV, pool_size=1, rollouts_per_task=4, start=0.2, step=0.1, rm_scaled_step=True)
     feed(c, [1] * 4, rm_outcome_prediction=0.0)  # every error negative: balance 0 -> step 0.2
     assert math.isclose(c.slots[0]["phase"].difficulty, 0.4)
+
+
+def test_fresh_task_pool_adapts_a_level_over_new_tasks() -> None:
+    c = FreshTaskPoolCurriculum(ENV, pool_size=2, rollouts_per_task=4, start=0.5, seed=3)
+    served = [c.next_task() for _ in range(8)]
+    assert len({t.seed for t in served}) == 8 and {t.difficulty for t in served} == {0.5}
+    assert all(t.seed < 2**30 for t in served)  # never the held-out range
+    first = c.slots[0]
+    for task in served[::2]:  # slot 0's four tasks all succeed: a harder level is proposed
+        c.update(result(task, 1))
+    assert first["direction"] == 1 and first["phase"].difficulty == 0.6
+    proposal_tasks = [c.next_task() for _ in range(2)]  # slot 0 has the fewest assignments
+    assert {t.difficulty for t in proposal_tasks} == {0.6} and all(c.is_pending(t) for t in proposal_tasks)
+    c.update(result(served[1], -1))  # slot 1's round goes on: its task still counts
+    assert c.slots[1]["outcomes"] == [-1]
+    c.update(result(served[0], 1))  # slot 0's old round is over: stale, not evidence
+    assert c.stale == 1 and first["outcomes"] == []
+
+
+def test_fresh_task_pool_accepts_by_the_same_rule() -> None:
+    c = FreshTaskPoolCurriculum(ENV, pool_size=1, rollouts_per_task=4, start=0.5)
+    _pool_round(c, 4)  # acc 1.0: harder proposed
+    _pool_round(c, 2)  # acc' 0.5 in [0.2, 1.0): accepted
+    assert c.slots[0]["active"].difficulty == 0.6 and (c.accepted, c.rejected) == (1, 0)
+    _pool_round(c, 0)  # acc 0: easier proposed
+    _pool_round(c, 0)  # acc' 0: never accepted (unsolvable)
+    assert c.slots[0]["active"].difficulty == 0.6 and c.rejected == 1
+    with pytest.raises(TypeError, match="fresh_seeds must be a bool, got 1"):
+        TaskPoolCurriculum(ENV, fresh_seeds=1)
 
 
 # ---------------------------------------------------------------- PLR
@@ -284,6 +314,7 @@ def _make(name: str):
         "fixed": {"difficulty": 0.2},
         "plr": {"buffer_size": 8},
         "task-pool": {"pool_size": 3, "rollouts_per_task": 3},
+        "task-pool-fresh": {"pool_size": 3, "rollouts_per_task": 3},
         "rm-balance": {"interval": 4},
         "success-band": {"window": 4},
     }.get(name, {})

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 import rla_gym
 
@@ -48,6 +51,13 @@ def test_policies_page_example_runs() -> None:
     exec(compile(code, "policies.md", "exec"), namespace)
     assert namespace["model"].policy.features_extractor.encoder == "lookup"
     assert namespace["model"].num_timesteps >= 2048 and 0 <= namespace["result"].success_rate <= 1
+
+
+def test_fresh_task_pool_page_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    page = (ROOT / "docs" / "curricula" / "task-pool-fresh.md").read_text()
+    (code,) = re.findall(r"```python\n(.*?)```", page, flags=re.S)
+    exec(compile(code, "task-pool-fresh.md", "exec"), {})
+    assert capsys.readouterr().out.split("\n")[:2] == ["8", "[0.1, 0.1]"]
 
 
 def test_every_curriculum_has_a_page() -> None:

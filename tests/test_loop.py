@@ -159,7 +159,8 @@ def test_rm_only_mode_rewards_process_without_outcome_and_trains_the_rm() -> Non
 
 
 @pytest.mark.parametrize(
-    "curriculum", ["uniform", "success-band", "rm-balance", "task-pool", "plr", "learning-progress"]
+    "curriculum",
+    ["uniform", "success-band", "rm-balance", "task-pool", "task-pool-fresh", "plr", "learning-progress"],
 )
 def test_max_difficulty_bounds_every_curriculum(curriculum: str) -> None:
     from agents.loop import curriculum_kwargs

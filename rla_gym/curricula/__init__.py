@@ -9,7 +9,7 @@ from rla_gym.curricula.learning_progress import LearningProgressCurriculum
 from rla_gym.curricula.plr import PrioritizedLevelReplay
 from rla_gym.curricula.rm_balance import RewardModelBalanceCurriculum
 from rla_gym.curricula.success_band import SuccessBandCurriculum
-from rla_gym.curricula.task_pool import TaskPoolCurriculum
+from rla_gym.curricula.task_pool import FreshTaskPoolCurriculum, TaskPoolCurriculum
 
 CURRICULA: dict[str, type[Curriculum]] = {
     "fixed": FixedCurriculum,
@@ -17,6 +17,7 @@ CURRICULA: dict[str, type[Curriculum]] = {
     "success-band": SuccessBandCurriculum,
     "rm-balance": RewardModelBalanceCurriculum,
     "task-pool": TaskPoolCurriculum,
+    "task-pool-fresh": FreshTaskPoolCurriculum,
     "plr": PrioritizedLevelReplay,
     "learning-progress": LearningProgressCurriculum,
 }
@@ -26,6 +27,7 @@ __all__ = [
     "Curriculum",
     "EpisodeResult",
     "FixedCurriculum",
+    "FreshTaskPoolCurriculum",
     "LearningProgressCurriculum",
     "PrioritizedLevelReplay",
     "RewardModelBalanceCurriculum",

@@ -21,6 +21,12 @@ class TaskPoolCurriculum(Curriculum):
     judgement. While a proposal is pending the slot's rollouts go to it, not to the active
     task. ``next_task`` serves the slot with the fewest assignments in its current round.
 
+    With ``fresh_seeds=True`` a slot adapts a difficulty level rather than one task: every
+    rollout it serves is a new task (a fresh seed) at the slot's difficulty, and ``acc`` is
+    measured over those tasks. The paper adapts single tasks drawn from a large data set; with
+    a pool of a few slots and fixed seeds the policy trains on ``pool_size`` tasks and can
+    memorise them (measured in ``docs/results.md``).
+
     Variants stay within ``bounds``. Step size: ``step`` by default. With
     ``rm_scaled_step=True`` and RM predictions on the judged rollouts, the step becomes
     step * (2 - balance) of the RM's outcome errors on that task (at most 2 * step):
@@ -51,6 +57,7 @@ class TaskPoolCurriculum(Curriculum):
         alpha_low: float = 0.2,
         alpha_high: float = 0.8,
         rm_scaled_step: bool = False,
+        fresh_seeds: bool = False,
         bounds: tuple[float, float] = (0.0, 1.0),
         seed: int = 0,
     ) -> None:
@@ -61,6 +68,9 @@ class TaskPoolCurriculum(Curriculum):
         self.step = check_positive(step, "step")
         self.alpha_low, self.alpha_high = check_band(alpha_low, alpha_high, ("alpha_low", "alpha_high"))
         self.rm_scaled_step = bool(rm_scaled_step)
+        if not isinstance(fresh_seeds, bool):
+            raise TypeError(f"fresh_seeds must be a bool, got {fresh_seeds!r}")
+        self.fresh_seeds = fresh_seeds
         start = check_difficulty(start, "start")
         if not self.low <= start <= self.high:
             raise ValueError(f"start must lie within bounds {bounds!r}, got {start!r}")
@@ -69,7 +79,7 @@ class TaskPoolCurriculum(Curriculum):
             task = self.new_task(start)
             self.slots.append(
                 {"active": task, "acc": None, "phase": task, "direction": 0, "base_acc": None,
-                 "outcomes": [], "predictions": [], "assigned": 0}
+                 "outcomes": [], "predictions": [], "assigned": 0, "issued": []}
             )  # fmt: skip
         self.history: list[dict[str, Any]] = []
         self.accepted = self.rejected = self.stale = 0
@@ -77,17 +87,30 @@ class TaskPoolCurriculum(Curriculum):
     def next_task(self, slot: int = 0) -> Task:
         chosen = min(self.slots, key=lambda s: s["assigned"])
         chosen["assigned"] += 1
-        return chosen["phase"]
+        if not self.fresh_seeds:
+            return chosen["phase"]
+        task = self.new_task(chosen["phase"].difficulty)
+        chosen["issued"].append(task)
+        return task
 
     def is_pending(self, task: Task) -> bool:
         """Whether ``task`` is a proposal awaiting judgement (the paper trains on it only if accepted)."""
-        return any(s["direction"] and s["phase"] == task for s in self.slots)
+        slot = self._slot_of(task)
+        return slot is not None and bool(slot["direction"])
+
+    def _slot_of(self, task: Task) -> dict[str, Any] | None:
+        """The slot whose current round ``task`` belongs to, or None (an earlier round's task)."""
+        if self.fresh_seeds:
+            return next((s for s in self.slots if task in s["issued"]), None)
+        return next((s for s in self.slots if s["phase"] == task), None)
 
     def _learn(self, result: EpisodeResult) -> None:
-        slot = next((s for s in self.slots if s["phase"] == result.task), None)
+        slot = self._slot_of(result.task)
         if slot is None:  # assigned before its slot's round ended: a rollout, but not evidence
             self.stale += 1
             return
+        if self.fresh_seeds:
+            slot["issued"].remove(result.task)  # each fresh task counts once
         slot["outcomes"].append(result.outcome)
         if result.rm_outcome_prediction is not None:
             slot["predictions"].append(result.rm_outcome_prediction)
@@ -136,8 +159,9 @@ class TaskPoolCurriculum(Curriculum):
     @staticmethod
     def _start_round(slot: dict[str, Any], task: Task, direction: int, base_acc: float | None) -> None:
         slot.update(
-            phase=task, direction=direction, base_acc=base_acc, outcomes=[], predictions=[], assigned=0
-        )
+            phase=task, direction=direction, base_acc=base_acc, outcomes=[], predictions=[], assigned=0,
+            issued=[],
+        )  # fmt: skip
 
     def metrics(self) -> dict[str, float]:
         difficulties = [s["active"].difficulty for s in self.slots]
@@ -153,3 +177,16 @@ class TaskPoolCurriculum(Curriculum):
             "pool_difficulty_max": max(difficulties),
             "slot_accuracy_mean": sum(accs) / len(accs) if accs else float("nan"),
         }
+
+
+class FreshTaskPoolCurriculum(TaskPoolCurriculum):
+    """The task pool with ``fresh_seeds=True``: slots adapt difficulty levels, every rollout a new task.
+
+    Example:
+        >>> c = FreshTaskPoolCurriculum("RLA-TextNav-v0", pool_size=1)
+        >>> len({c.next_task().seed for _ in range(4)})
+        4
+    """
+
+    def __init__(self, env_id: str, *, fresh_seeds: bool = True, **kwargs: Any) -> None:
+        super().__init__(env_id, fresh_seeds=fresh_seeds, **kwargs)
