@@ -104,7 +104,7 @@ def _aggregate(groups: dict[str, list[dict[str, Any]]], pick: Any) -> dict[str, 
                 if not math.isnan(value):
                     strata[run["spec"]["env"]].append(value)
             name = ("in_domain", "ood")[tier]
-            row[name] = iqm_ci(list(strata.values())) if strata else (math.nan,) * 3
+            row[name] = iqm_ci([strata[env] for env in sorted(strata)]) if strata else (math.nan,) * 3
         table[label] = row
     return table
 
@@ -117,8 +117,28 @@ def _rm_columns(runs: list[dict[str, Any]], key: str) -> dict[str, float]:
     }
 
 
+def _spec_key(run: dict[str, Any]) -> tuple[str, str, str, int]:
+    spec = run["spec"]
+    return spec["env"], spec["mode"], spec["strategy"], spec["seed"]
+
+
+#: Training success of a run: the mean over its last this many logged rollouts.
+TRAIN_WINDOW = 10
+
+
+def train_success(run: dict[str, Any]) -> float:
+    """Mean ``loop/success`` over the run's last :data:`TRAIN_WINDOW` logged rollouts (NaN if none)."""
+    values = [h["loop/success"] for h in run["history"][-TRAIN_WINDOW:] if "loop/success" in h]
+    return float(np.mean(values)) if values else math.nan
+
+
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Ablation rows, strategy rows (mode env) and per-env means, as plain data."""
+    """Ablation rows, strategy rows (mode env) and per-env means, as plain data.
+
+    The result does not depend on the order of ``runs``: they are sorted by spec first, so
+    the bootstrap resamples the same strata in the same order.
+    """
+    runs = sorted(runs, key=_spec_key)
     by_label: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for run in runs:
         by_label[row_label(run)].append(run)
@@ -151,17 +171,21 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     for name, group in strategies_runs.items():
         finals = [r["history"][-1].get("loop/difficulty", math.nan) for r in group if r["history"]]
         strategies[name]["final_train_difficulty"] = float(np.nanmean(finals)) if finals else math.nan
+        successes = [v for v in map(train_success, group) if not math.isnan(v)]
+        strategies[name]["train_success"] = float(np.mean(successes)) if successes else math.nan
     per_env: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for run in runs:
         inside, outside = _tiers(run)
         cell = per_env[f"{run['spec']['env']} / {row_label(run)}"]
         cell["in_domain"].append(_score(run["evaluations"][-1], inside))
         cell["ood"].append(_score(run["evaluations"][-1], outside))
+        cell["train_success"].append(train_success(run))
     return {
         "ablation": {k: ablation[k] for k in (*ROW_ORDER, *sorted(ablation)) if k in ablation},
         "strategies": dict(sorted(strategies.items(), key=lambda kv: -np.nan_to_num(kv[1]["in_domain"][0]))),
         "per_env": {
-            k: {t: float(np.mean(v)) for t, v in cell.items()} for k, cell in sorted(per_env.items())
+            k: {t: float(np.nanmean(v)) if not np.all(np.isnan(v)) else math.nan for t, v in cell.items()}
+            for k, cell in sorted(per_env.items())
         },
     }
 
@@ -171,6 +195,10 @@ def _cell(triple: Any) -> str:
     if math.isnan(point):
         return "-"
     return f"{point:.2f} [{low:.2f}, {high:.2f}]" if not math.isnan(low) else f"{point:.2f}"
+
+
+def _number(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.2f}"
 
 
 def markdown(summary: dict[str, Any]) -> str:
@@ -195,24 +223,26 @@ def markdown(summary: dict[str, Any]) -> str:
         "",
         "## Curriculum strategies under the full loop",
         "",
-        "| strategy | in-domain success, IQM [95% CI] | OOD success | final training difficulty | runs |",
-        "|---|---|---|---:|---:|",
+        "| strategy | in-domain success, IQM [95% CI] | OOD success | final training difficulty "
+        f"| training success (last {TRAIN_WINDOW} rollouts) | runs |",
+        "|---|---|---|---:|---:|---:|",
     ]
     for name, row in summary["strategies"].items():
         lines.append(
             f"| {name} | {_cell(row['in_domain'])} | {_cell(row['ood'])} | "
-            f"{row['final_train_difficulty']:.2f} | {row['runs']} |"
+            f"{row['final_train_difficulty']:.2f} | {_number(row['train_success'])} | {row['runs']} |"
         )
     lines += [
         "",
         "## Per env (mean over seeds)",
         "",
-        "| env | row | in-domain | OOD |",
-        "|---|---|---:|---:|",
+        "| env | row | in-domain | OOD | training success |",
+        "|---|---|---:|---:|---:|",
     ]
     for key, cell in summary["per_env"].items():
         env, row = key.split(" / ", 1)
-        lines.append(f"| {env} | {row} | {cell['in_domain']:.2f} | {cell['ood']:.2f} |")
+        scores = f"{cell['in_domain']:.2f} | {cell['ood']:.2f} | {_number(cell['train_success'])}"
+        lines.append(f"| {env} | {row} | {scores} |")
     return "\n".join(lines) + "\n"
 
 
@@ -234,7 +264,7 @@ def write_tidy_csv(path: Path, runs: list[dict[str, Any]]) -> None:
 
 def write_report(out: Path, run_ids: Sequence[str]) -> dict[str, Any]:
     """evals.csv, summary.json, summary.md and (with matplotlib) the PNG figures."""
-    runs = load_runs(out, run_ids)
+    runs = sorted(load_runs(out, run_ids), key=_spec_key)
     write_tidy_csv(out / "evals.csv", runs)
     summary = summarize(runs)
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")

@@ -77,7 +77,8 @@ def _run(env: str, mode: str, strategy: str, seed: int, final: dict[str, float],
         "evaluations": [{"step": 0, "success": start}, {"step": 100, "success": final}],
         "rm_before": None if rm is None else {**metrics, "process_accuracy": 0.5},
         "rm_after": metrics,
-        "history": [{"step": 100, "loop/difficulty": 0.3}],
+        "history": [{"step": 50, "loop/difficulty": 0.2, "loop/success": 0.2}]
+        + [{"step": 100, "loop/difficulty": 0.3, "loop/success": 0.6}] * 10,
     }
 
 
@@ -95,9 +96,23 @@ def test_summary_rows_and_markdown_from_run_records() -> None:
     assert rows["Before training"]["rm_process_accuracy"] == pytest.approx(0.5)
     assert rows["+ Env"]["rm_process_accuracy"] == pytest.approx(0.7)
     assert summary["strategies"]["task-pool"]["final_train_difficulty"] == pytest.approx(0.3)
+    assert summary["strategies"]["task-pool"]["train_success"] == pytest.approx(0.6)  # the last 10 only
     text = markdown(summary)
     assert "| + Env | 0.60 [0.60, 0.60] | 0.10 [0.10, 0.10] | 0.700 |" in text
-    assert "| A | Outcome-only | 0.10 | 0.00 |" in text
+    assert "| task-pool | 0.60 [0.60, 0.60] | 0.10 [0.10, 0.10] | 0.30 | 0.60 | 3 |" in text
+    assert "| A | Outcome-only | 0.10 | 0.00 | 0.60 |" in text
+
+
+def test_summary_does_not_depend_on_the_order_of_the_runs() -> None:
+    rng = np.random.default_rng(0)
+    runs = [
+        _run(env, "env", strategy, s, {"0.25": float(rng.random()), "0.5": 0.0, "1.0": 0.0}, 0.6)
+        for env in ("A", "B", "C")
+        for strategy in ("plr", "task-pool")
+        for s in range(5)
+    ]
+    shuffled = [runs[i] for i in rng.permutation(len(runs))]
+    assert markdown(summarize(shuffled)) == markdown(summarize(runs))
 
 
 def test_report_can_be_rewritten_from_the_finished_runs(tmp_path: Path, capsys) -> None:
