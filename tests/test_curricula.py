@@ -138,6 +138,24 @@ def test_task_pool_keeps_mid_accuracy_tasks_and_serves_slots_evenly() -> None:
     assert one.slots[0]["direction"] == 0 and one.slots[0]["acc"] == 0.5 and not one.history
 
 
+@pytest.mark.parametrize("cls", [TaskPoolCurriculum, FreshTaskPoolCurriculum])
+@pytest.mark.parametrize("n_envs", [1, 2, 4])
+def test_task_pool_shares_rollouts_evenly_with_episodes_in_flight(cls, n_envs: int) -> None:
+    # envs finish in random order; a judged slot must not take over the pool (it did: slots
+    # waiting one rollout short of a round were never served again)
+    rng = np.random.default_rng(n_envs)
+    c = cls(ENV, pool_size=8, rollouts_per_task=8, seed=0)
+    in_flight = [c.next_task(i) for i in range(n_envs)]
+    served = []
+    for _ in range(4000):
+        i = int(rng.integers(n_envs))
+        served.append(next(k for k, s in enumerate(c.slots) if c._slot_of(in_flight[i]) is s))
+        c.update(result(in_flight[i], 1 if rng.random() < 0.5 else -1))
+        in_flight[i] = c.next_task(i)
+    shares = np.bincount(served, minlength=8) / len(served)
+    assert shares.min() > 0.1 and shares.max() < 0.15, shares
+
+
 def test_task_pool_rm_scaled_step() -> None:
     c = TaskPoolCurriculum(ENV, pool_size=1, rollouts_per_task=4, start=0.2, step=0.1, rm_scaled_step=True)
     feed(c, [1] * 4, rm_outcome_prediction=0.0)  # every error negative: balance 0 -> step 0.2

@@ -93,6 +93,17 @@ def test_plr_and_the_consistency_objective_work_inside_the_loop() -> None:
     assert any(np.isfinite(loss) for loss in losses), losses
 
 
+def test_the_fresh_task_pool_feeds_every_episode_back_inside_the_loop() -> None:
+    model, callback = build_loop(
+        LoopSettings(curriculum="task-pool-fresh", n_envs=2, n_steps=256, device="cpu", seed=1)
+    )
+    model.learn(2048, callback=callback)
+    pool = callback.curriculum
+    # fresh tasks come back from the envs and are matched to their slots: rounds get judged
+    assert pool.episodes > 2 * pool.pool_size and pool.stale < pool.episodes / 2
+    assert any(slot["acc"] is not None for slot in pool.slots)
+
+
 def test_deferred_scoring_votes_every_step_once_and_matches_the_episode_votes() -> None:
     venv = make_vec_env("RLA-TextNav-v0", n_envs=3, seed=1, env_kwargs={"difficulty": 0.1})
     prm = ProcessRewardModel.for_env(venv.envs[0], seed=0, device="cpu")

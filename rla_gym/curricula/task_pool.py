@@ -19,7 +19,8 @@ class TaskPoolCurriculum(Curriculum):
     harder: alpha_low <= acc' < acc, easier: acc < acc' <= alpha_high, and always acc' > 0
     (solvable). An accepted variant replaces the slot's task; ``history`` keeps every
     judgement. While a proposal is pending the slot's rollouts go to it, not to the active
-    task. ``next_task`` serves the slot with the fewest assignments in its current round.
+    task. ``next_task`` serves a slot whose round still needs rollouts, the one served least
+    so far first, so every slot gets an even share of the rollouts.
 
     With ``fresh_seeds=True`` a slot adapts a difficulty level rather than one task: every
     rollout it serves is a new task (a fresh seed) at the slot's difficulty, and ``acc`` is
@@ -79,14 +80,17 @@ class TaskPoolCurriculum(Curriculum):
             task = self.new_task(start)
             self.slots.append(
                 {"active": task, "acc": None, "phase": task, "direction": 0, "base_acc": None,
-                 "outcomes": [], "predictions": [], "assigned": 0, "issued": []}
+                 "outcomes": [], "predictions": [], "assigned": 0, "served": 0, "issued": []}
             )  # fmt: skip
         self.history: list[dict[str, Any]] = []
         self.accepted = self.rejected = self.stale = 0
 
     def next_task(self, slot: int = 0) -> Task:
-        chosen = min(self.slots, key=lambda s: s["assigned"])
+        # a slot whose round still needs rollouts first, then the one served least overall; the
+        # round count alone (reset by every judgement) starved slots stuck one short of a round
+        chosen = min(self.slots, key=lambda s: (s["assigned"] >= self.rollouts, s.get("served", 0)))
         chosen["assigned"] += 1
+        chosen["served"] = chosen.get("served", 0) + 1
         if not self.fresh_seeds:
             return chosen["phase"]
         task = self.new_task(chosen["phase"].difficulty)
