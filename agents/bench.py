@@ -39,10 +39,10 @@ PRECISION_M = (1, 2, 4, 8, 16, 32)
 #: Settings that change what a run measures: resuming into runs made with others is refused.
 RUN_SETTINGS = (
     "steps", "eval_every", "eval_episodes", "levels", "max_difficulty", "difficulty", "algo",
-    "encoder", "objective", "lam", "process_scale", "n_envs", "n_steps",
+    "encoder", "objective", "lam", "process_scale", "prm_epochs", "prm_replay", "n_envs", "n_steps",
 )  # fmt: skip
 #: Run settings added after runs were committed: a run without the key was made with this value.
-UNSAVED_DEFAULTS = {"encoder": "flatten"}
+UNSAVED_DEFAULTS = {"encoder": "flatten", "prm_epochs": 1, "prm_replay": 1}
 #: Held-out RM trajectories use task seeds from here on (policy evaluation uses the start).
 RM_SEED_OFFSET = 1_000_000
 
@@ -77,6 +77,8 @@ class BenchSettings:
     process_scale: str = _help(
         "process reward per step (step: the paper's) or / step budget (episode)", "step"
     )
+    prm_epochs: int = _help("PRM training passes per rollout", 1)
+    prm_replay: int = _help("recent rollouts the PRM trains on (1: this one, the paper's)", 1)
     n_envs: int = _help("vectorised envs per run", 4)
     n_steps: int = _help("rollout length per env", 256)
     out: str = _help("results directory", "results/bench")
@@ -181,6 +183,7 @@ def loop_settings(settings: BenchSettings, spec: RunSpec) -> LoopSettings:
     return LoopSettings(
         env=spec.env, algo=settings.algo, encoder=settings.encoder, mode=spec.mode, curriculum=spec.strategy,
         objective=settings.objective, lam=settings.lam, process_scale=settings.process_scale,
+        prm_epochs=settings.prm_epochs, prm_replay=settings.prm_replay,
         n_envs=settings.n_envs, n_steps=settings.n_steps,
         difficulty=settings.difficulty, max_difficulty=settings.max_difficulty, seed=spec.seed,
         device="cpu",

@@ -25,6 +25,7 @@ human-label outcomes" experiment).
 from __future__ import annotations
 
 import dataclasses
+from collections import deque
 from typing import Any, cast
 
 import numpy as np
@@ -239,7 +240,11 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
 
 
 class RLAnythingCallback(BaseCallback):
-    """Trains the PRM at each rollout end (modes ``reward``, ``env``, ``rm-only``) and logs metrics."""
+    """Trains the PRM at each rollout end (modes ``reward``, ``env``, ``rm-only``) and logs metrics.
+
+    The PRM trains for ``prm_epochs`` passes over the finished trajectories of the last
+    ``prm_replay`` rollouts; the paper's setting is one pass over this rollout's (1, 1).
+    """
 
     def __init__(
         self,
@@ -247,9 +252,18 @@ class RLAnythingCallback(BaseCallback):
         trainer: PRMTrainer | None,
         curriculum: Curriculum | None = None,
         verbose: int = 0,
+        *,
+        prm_epochs: int = 1,
+        prm_replay: int = 1,
     ) -> None:
         super().__init__(verbose)
+        for name, value in (("prm_epochs", prm_epochs), ("prm_replay", prm_replay)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
         self.reward_env, self.trainer, self.curriculum = reward_env, trainer, curriculum
+        self.prm_epochs = prm_epochs
+        #: The finished trajectories of the last ``prm_replay`` rollouts, oldest first.
+        self.replay: deque[list[Trajectory]] = deque(maxlen=prm_replay)
         self.history: list[dict[str, float]] = []
 
     def _on_step(self) -> bool:
@@ -299,7 +313,9 @@ class RLAnythingCallback(BaseCallback):
             errors = error_statistics(prm.predict_outcomes(trajectories), [t.outcome for t in trajectories])
             row.update({f"rm/{k}": errors[k] for k in ("p_over", "p_under", "balance")})
             if self.trainer is not None and self.reward_env.mode in TRAINED_RM_MODES:
-                row["rm/loss"] = self.trainer.update(trajectories)["loss"]
+                self.replay.append(trajectories)
+                pooled = [t for rollout in self.replay for t in rollout]
+                row["rm/loss"] = self.trainer.update(pooled, epochs=self.prm_epochs)["loss"]
         if self.curriculum is not None:
             row.update({f"curriculum/{k}": float(v) for k, v in self.curriculum.metrics().items()})
         for key, value in row.items():
@@ -320,6 +336,8 @@ class LoopSettings:
     lam: float = 1.0
     m: int = 3
     process_scale: str = "step"
+    prm_epochs: int = 1
+    prm_replay: int = 1
     n_envs: int = 4
     n_steps: int = 256
     difficulty: float = 0.2
@@ -352,7 +370,7 @@ def validate_settings(settings: LoopSettings) -> None:
         )
     if isinstance(settings.lam, bool) or not np.isfinite(settings.lam) or settings.lam < 0:
         raise ValueError(f"lam must be a finite number >= 0, got {settings.lam!r}")
-    for name in ("m", "n_envs", "n_steps"):
+    for name in ("m", "prm_epochs", "prm_replay", "n_envs", "n_steps"):
         value = getattr(settings, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
@@ -458,4 +476,7 @@ def build_loop(settings: LoopSettings) -> tuple[Any, RLAnythingCallback]:
     trainer = None
     if prm is not None and settings.mode in TRAINED_RM_MODES:
         trainer = PRMTrainer(prm, settings.objective, lam=settings.lam, m=settings.m, seed=settings.seed)
-    return model, RLAnythingCallback(reward_env, trainer, curriculum)
+    callback = RLAnythingCallback(
+        reward_env, trainer, curriculum, prm_epochs=settings.prm_epochs, prm_replay=settings.prm_replay
+    )
+    return model, callback

@@ -25,6 +25,7 @@ from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.logger import configure
 
 from agents.loop import LoopSettings, RLAnythingCallback, build_loop, validate_settings
+from agents.trajectories import Trajectory
 from rla_gym.evaluation import evaluate, heldout_seeds
 
 CHECKPOINT_FORMAT = "rla-gym-checkpoint/1"
@@ -60,6 +61,23 @@ def _numpy_global_state() -> list[Any]:
     return [kind, keys.tolist(), int(pos), int(has_gauss), float(cached)]
 
 
+def _trajectory_state(trajectory: Trajectory) -> dict[str, Any]:
+    """A trajectory in types ``torch.load(weights_only=True)`` reads back."""
+    state = dataclasses.asdict(trajectory)
+    state["outcome"], state["task_id"] = int(state["outcome"]), str(state["task_id"])
+    if state["difficulty"] is not None:
+        state["difficulty"] = float(state["difficulty"])
+    for key in ("obs", "actions", "next_obs", "labels"):
+        if state[key] is not None:
+            state[key] = torch.from_numpy(np.ascontiguousarray(state[key]))
+    return state
+
+
+def _trajectory(state: dict[str, Any]) -> Trajectory:
+    arrays = {k: state[k].numpy() for k in ("obs", "actions", "next_obs", "labels") if state[k] is not None}
+    return Trajectory(**{**state, **arrays})
+
+
 def save_checkpoint(path: Path, settings: TrainSettings, model: Any, callback: RLAnythingCallback) -> None:
     """Everything needed to resume, written atomically."""
     prm, trainer = callback.reward_env.prm, callback.trainer
@@ -79,6 +97,7 @@ def save_checkpoint(path: Path, settings: TrainSettings, model: Any, callback: R
         else callback.reward_env.generator.get_state(),
         "curriculum": None if callback.curriculum is None else callback.curriculum.state_dict(),
         "history": callback.history,
+        "prm_replay": [[_trajectory_state(t) for t in rollout] for rollout in callback.replay],
         "rng": {
             "torch": torch.get_rng_state(),
             "numpy": _numpy_global_state(),
@@ -116,6 +135,8 @@ def _restore(payload: dict[str, Any], model: Any, callback: RLAnythingCallback) 
     if callback.curriculum is not None and payload["curriculum"] is not None:
         callback.curriculum.load_state_dict(payload["curriculum"])
     callback.history = list(payload["history"])
+    callback.replay.clear()  # checkpoints from before the replay option hold none
+    callback.replay.extend([[_trajectory(t) for t in rollout] for rollout in payload.get("prm_replay", [])])
     torch.set_rng_state(payload["rng"]["torch"])
     kind, keys, pos, has_gauss, cached = payload["rng"]["numpy"]
     np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))  # noqa: NPY002

@@ -213,3 +213,30 @@ def test_episode_process_scale_divides_by_each_episodes_step_budget() -> None:
         assert abs(process[steps, i].sum()) <= 2.0 + 1e-6  # at most lambda over the episode
     with pytest.raises(ValueError, match="process_scale must be one of .* got 'trajectory'"):
         IntegratedRewardVecEnv(venv, prm, mode="policy", process_scale="trajectory")
+
+
+def test_the_prm_trains_for_prm_epochs_on_the_last_prm_replay_rollouts(monkeypatch) -> None:
+    model, callback = build_loop(
+        LoopSettings(mode="reward", prm_epochs=3, prm_replay=2, n_envs=2, n_steps=128, device="cpu")
+    )
+    calls = []
+    real = callback.trainer.update
+
+    def spy(trajectories, epochs=1):
+        calls.append((list(trajectories), epochs))
+        return real(trajectories, epochs=epochs)
+
+    monkeypatch.setattr(callback.trainer, "update", spy)
+    model.learn(768, callback=callback)  # 3 rollouts
+    assert [epochs for _, epochs in calls] == [3, 3, 3]
+    rollouts = [int(row["loop/episodes"]) for row in callback.history]
+    assert [len(pooled) for pooled, _ in calls] == [
+        rollouts[0],
+        rollouts[0] + rollouts[1],
+        rollouts[1] + rollouts[2],
+    ]
+    assert calls[2][0][: rollouts[1]] == calls[1][0][rollouts[0] :]  # the window slides: oldest dropped
+    with pytest.raises(ValueError, match="prm_replay must be an integer >= 1, got 0"):
+        build_loop(LoopSettings(prm_replay=0))
+    with pytest.raises(ValueError, match="prm_epochs must be an integer >= 1, got 1.5"):
+        build_loop(LoopSettings(prm_epochs=1.5))  # type: ignore[arg-type]

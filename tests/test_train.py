@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from conftest import RLA_ENV_IDS
@@ -180,3 +181,23 @@ def test_rla_train_runs_the_closed_loop_on_every_env(tmp_path: Path, env_id: str
     assert results["steps"] >= 512
     assert [row["difficulty"] for row in results["evaluation"]] == list(EVAL_LEVELS)
     assert all(0 <= row["success"] <= 1 for row in results["evaluation"])
+
+
+def test_checkpoints_keep_the_prms_replay_window(tmp_path: Path) -> None:
+    from agents.loop import LoopSettings, build_loop
+    from agents.train import _loop_fields, _restore
+
+    settings = TrainSettings(
+        steps=1536, out=str(tmp_path / "r"), mode="reward", prm_replay=2, n_envs=2, n_steps=256,
+        eval_episodes=2, device="cpu",
+    )  # fmt: skip
+    train(settings)
+    payload = load_checkpoint(tmp_path / "r" / "checkpoint.pt")
+    episodes = [int(row["loop/episodes"]) for row in payload["history"]]
+    assert [len(rollout) for rollout in payload["prm_replay"]] == episodes[-2:]  # the last 2 of 3
+    model, callback = build_loop(LoopSettings(**_loop_fields(settings)))
+    _restore(payload, model, callback)
+    assert [len(rollout) for rollout in callback.replay] == episodes[-2:]
+    saved, restored = payload["prm_replay"][-1][0], callback.replay[-1][0]
+    assert np.array_equal(restored.obs, saved["obs"].numpy()) and restored.outcome == saved["outcome"]
+    assert restored.labels is not None and restored.task_id == saved["task_id"]
