@@ -219,14 +219,15 @@ def markdown(summary: dict[str, Any]) -> str:
         lines.append(
             f"| {label} | {_cell(row['in_domain'])} | {_cell(row['ood'])} | {rm_text} | {row['runs']} |"
         )
-    lines += [
-        "",
-        "## Curriculum strategies under the full loop",
-        "",
-        "| strategy | in-domain success, IQM [95% CI] | OOD success | final training difficulty "
-        f"| training success (last {TRAIN_WINDOW} rollouts) | runs |",
-        "|---|---|---|---:|---:|---:|",
-    ]
+    if summary["strategies"]:  # a bench of fixed-env rows only has no strategy table
+        lines += [
+            "",
+            "## Curriculum strategies under the full loop",
+            "",
+            "| strategy | in-domain success, IQM [95% CI] | OOD success | final training difficulty "
+            f"| training success (last {TRAIN_WINDOW} rollouts) | runs |",
+            "|---|---|---|---:|---:|---:|",
+        ]
     for name, row in summary["strategies"].items():
         lines.append(
             f"| {name} | {_cell(row['in_domain'])} | {_cell(row['ood'])} | "

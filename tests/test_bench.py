@@ -101,6 +101,8 @@ def test_summary_rows_and_markdown_from_run_records() -> None:
     assert "| + Env | 0.60 [0.60, 0.60] | 0.10 [0.10, 0.10] | 0.700 |" in text
     assert "| task-pool | 0.60 [0.60, 0.60] | 0.10 [0.10, 0.10] | 0.30 | 0.60 | 3 |" in text
     assert "| A | Outcome-only | 0.10 | 0.00 | 0.60 |" in text
+    fixed_env_only = markdown(summarize(runs[:3]))
+    assert "Curriculum strategies" not in fixed_env_only and "| A | Outcome-only |" in fixed_env_only
 
 
 def test_summary_does_not_depend_on_the_order_of_the_runs() -> None:
