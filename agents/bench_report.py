@@ -28,8 +28,17 @@ ROW_LABELS = {
     "reward": "+ Reward",
     "env": "+ Env",
     "rm-only": "RM-only",
+    "oracle": "Oracle votes (not the method)",
 }
-ROW_ORDER = ("Before training", "Outcome-only", "Policy", "+ Reward", "+ Env", "RM-only")
+ROW_ORDER = (
+    "Before training",
+    "Outcome-only",
+    "Policy",
+    "+ Reward",
+    "+ Env",
+    "RM-only",
+    ROW_LABELS["oracle"],
+)
 
 
 def iqm(values: Sequence[float] | np.ndarray) -> float:

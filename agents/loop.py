@@ -19,7 +19,9 @@ Modes (the ablation rows): ``outcome`` (outcome reward only, no PRM), ``policy``
 (integrated feedback, frozen PRM, fixed difficulty), ``reward`` (+ PRM training), ``env``
 (+ curriculum: the full loop), and ``rm-only`` (the PRM trained as in ``reward``, but the
 policy's reward is the process part alone, no outcome: the paper's "RM signals beat
-human-label outcomes" experiment).
+human-label outcomes" experiment). ``oracle`` is not part of the method: integrated feedback
+whose votes are the exact step labels, at a fixed difficulty, the ceiling of what a better
+PRM could give.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from rla_gym.core import check_difficulty
 from rla_gym.curricula.base import Curriculum
 from rla_gym.stats import error_statistics
 
-MODES = ("outcome", "policy", "reward", "env", "rm-only")
+MODES = ("outcome", "policy", "reward", "env", "rm-only", "oracle")
 #: How the process part enters each step's reward: the paper's lambda * mean vote on every
 #: step ("step"), or that divided by the episode's step budget ("episode", see the class doc).
 PROCESS_SCALES = ("step", "episode")
@@ -95,14 +97,16 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
         if process_scale not in PROCESS_SCALES:
             raise ValueError(f"process_scale must be one of {PROCESS_SCALES}, got {process_scale!r}")
         self.process_scale = process_scale
-        if mode != "outcome" and prm is None:
+        if mode not in ("outcome", "oracle") and prm is None:
             raise ValueError(f"mode {mode!r} needs a ProcessRewardModel")
+        if mode == "oracle" and prm is not None:
+            raise ValueError("mode 'oracle' votes with the exact step labels: pass prm=None")
         if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not np.isfinite(lam) or lam < 0:
             raise ValueError(f"lam must be a finite number >= 0, got {lam!r}")
         if isinstance(m, bool) or not isinstance(m, int) or m < 1:
             raise ValueError(f"m must be an integer >= 1, got {m!r}")
         self.prm, self.lam, self.m, self.deferred = prm, float(lam), m, bool(deferred)
-        self.scoring = prm is not None and mode != "outcome"
+        self.scoring = mode != "outcome"
         self.outcome_weight = 0.0 if mode == "rm-only" else 1.0
         self.generator = torch.Generator(device=prm.device).manual_seed(seed) if prm is not None else None
         self._last: np.ndarray | None = None
@@ -177,9 +181,9 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
             info["TimeLimit.truncated"] = False
             self.finished.append(self._trajectory(i, int(info["outcome"])))
             if self.scoring:
-                assert self.prm is not None
                 estimates = self._estimates[i]
-                prediction = estimates[-1] if self.prm.head == "value" else sum(estimates) / len(estimates)
+                last_only = self.prm is not None and self.prm.head == "value"
+                prediction = estimates[-1] if last_only else sum(estimates) / len(estimates)
                 info["rm_outcome_prediction"] = float(np.clip(prediction, -1, 1))
                 info["rm_votes"] = np.stack(self._votes[i])  # (steps, m): the whole episode's votes
             self._steps[i], self._votes[i], self._estimates[i] = [], [], []
@@ -192,19 +196,22 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
 
     def _score_unscored(self, envs: Any) -> None:
         """One PRM call for every not yet scored step of ``envs``; fills the process rewards."""
-        assert self.prm is not None
         jobs = [(i, len(self._unscored[i])) for i in envs if self._unscored[i]]
         if not jobs:
             return
         rows = [step for i, k in jobs for step in self._steps[i][-k:]]
-        device = self.prm.device
-        steps = {
-            "obs": torch.as_tensor(np.stack([r[0] for r in rows]), device=device),
-            "action": torch.as_tensor(np.array([r[1] for r in rows]), device=device),
-            "next_obs": torch.as_tensor(np.stack([r[2] for r in rows]), device=device),
-        }
-        votes_t, _, estimates_t = self.prm.assess(steps, self.m, generator=self.generator)
-        votes, estimates = votes_t.cpu().numpy(), estimates_t.cpu().tolist()
+        if self.prm is None:  # mode oracle: every vote is the step's exact label
+            labels = np.array([r[3] for r in rows], dtype=np.float32)
+            votes, estimates = np.repeat(labels[:, None], self.m, axis=1), labels.tolist()
+        else:
+            device = self.prm.device
+            steps = {
+                "obs": torch.as_tensor(np.stack([r[0] for r in rows]), device=device),
+                "action": torch.as_tensor(np.array([r[1] for r in rows]), device=device),
+                "next_obs": torch.as_tensor(np.stack([r[2] for r in rows]), device=device),
+            }
+            votes_t, _, estimates_t = self.prm.assess(steps, self.m, generator=self.generator)
+            votes, estimates = votes_t.cpu().numpy(), estimates_t.cpu().tolist()
         means = votes.mean(axis=1)
         offset = 0
         for i, k in jobs:
@@ -456,7 +463,7 @@ def build_loop(settings: LoopSettings) -> tuple[Any, RLAnythingCallback]:
     validate_settings(settings)
     venv = make_vec_env(f"rla_gym:{settings.env}", n_envs=settings.n_envs, seed=settings.seed)
     prm = None
-    if settings.mode != "outcome":
+    if settings.mode not in ("outcome", "oracle"):
         head = "value" if settings.objective == "value-difference" else "step"
         prm = ProcessRewardModel.for_env(venv.envs[0], head=head, device=settings.device, seed=settings.seed)  # type: ignore[attr-defined]
     reward_env = IntegratedRewardVecEnv(

@@ -101,6 +101,8 @@ def test_summary_rows_and_markdown_from_run_records() -> None:
     assert "| + Env | 0.60 [0.60, 0.60] | 0.10 [0.10, 0.10] | 0.700 |" in text
     assert "| task-pool | 0.60 [0.60, 0.60] | 0.10 [0.10, 0.10] | 0.30 | 0.60 | 3 |" in text
     assert "| A | Outcome-only | 0.10 | 0.00 | 0.60 |" in text
+    oracle = [_run("A", "oracle", "fixed", s, {"0.25": 0.5, "0.5": 0.1, "1.0": 0.0}, None) for s in range(3)]
+    assert list(summarize(runs + oracle)["ablation"])[-1] == "Oracle votes (not the method)"
     fixed_env_only = markdown(summarize(runs[:3]))
     assert "Curriculum strategies" not in fixed_env_only and "| A | Outcome-only |" in fixed_env_only
 

@@ -240,3 +240,25 @@ def test_the_prm_trains_for_prm_epochs_on_the_last_prm_replay_rollouts(monkeypat
         build_loop(LoopSettings(prm_replay=0))
     with pytest.raises(ValueError, match="prm_epochs must be an integer >= 1, got 1.5"):
         build_loop(LoopSettings(prm_epochs=1.5))  # type: ignore[arg-type]
+
+
+def test_oracle_mode_votes_with_the_exact_step_labels() -> None:
+    venv = make_vec_env("RLA-TextNav-v0", n_envs=2, seed=3, env_kwargs={"difficulty": 0.3})
+    env = IntegratedRewardVecEnv(venv, None, mode="oracle", lam=0.5, m=3)
+    env.reset()
+    rng = np.random.default_rng(0)
+    for _ in range(100):
+        _, rewards, dones, infos = env.step(rng.integers(0, 24, 2))
+        for i, info in enumerate(infos):
+            label = 1.0 if info["progress"] == 1 else -1.0
+            assert np.all(info["rm_step_votes"] == label)
+            outcome = info["outcome"] if dones[i] else 0
+            assert rewards[i] == pytest.approx(outcome + 0.5 * label)
+    prm = ProcessRewardModel.for_env(venv.envs[0], seed=0, device="cpu")
+    with pytest.raises(ValueError, match="mode 'oracle' votes with the exact step labels"):
+        IntegratedRewardVecEnv(venv, prm, mode="oracle")
+    model, callback = build_loop(LoopSettings(mode="oracle", n_envs=2, n_steps=128, device="cpu"))
+    assert callback.reward_env.prm is None and callback.trainer is None
+    model.learn(256, callback=callback)
+    assert not any(key.startswith("rm/") for key in callback.history[-1])
+    assert np.any(model.rollout_buffer.rewards != 0)
