@@ -204,6 +204,9 @@ def _add_settings(parser: argparse.ArgumentParser, settings: type, suppress: boo
             options["action"] = argparse.BooleanOptionalAction
         elif typing.get_origin(kind) is tuple:  # "--envs a b" or "--envs a,b"
             options.update(nargs="+", type=_comma_separated(args[0]), action=_Flatten)
+            options["help"] = (
+                f"{f.metadata.get('help', '')}, comma- or space-separated (default: %(default)s)"
+            )
         elif typing.get_origin(kind) in (typing.Union, types.UnionType):
             options["type"] = next(a for a in args if a is not type(None))
         else:

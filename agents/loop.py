@@ -330,27 +330,38 @@ class RLAnythingCallback(BaseCallback):
         self.history.append(row)
 
 
+def described(default: Any, text: str) -> Any:
+    """A dataclass field with a default and the help text its command-line flag shows."""
+    return dataclasses.field(default=default, metadata={"help": text})
+
+
 @dataclasses.dataclass
 class LoopSettings:
-    """One closed-loop run (``rla train`` will be generated from these fields)."""
+    """One closed-loop run (``rla train``'s flags are generated from these fields)."""
 
-    env: str = "RLA-TextNav-v0"
-    algo: str = "ppo"
-    encoder: str = "flatten"
-    mode: str = "env"
-    curriculum: str = "task-pool"
-    objective: str = "value-difference"
-    lam: float = 1.0
-    m: int = 3
-    process_scale: str = "step"
-    prm_epochs: int = 1
-    prm_replay: int = 1
-    n_envs: int = 4
-    n_steps: int = 256
-    difficulty: float = 0.2
-    max_difficulty: float = 1.0
-    seed: int = 0
-    device: str = "auto"
+    env: str = described("RLA-TextNav-v0", "registered rla-gym env id")
+    algo: str = described("ppo", f"SB3 algorithm: {', '.join(ALGOS)}")
+    encoder: str = described("flatten", "token encoder of the policy: flatten, attention, relational, lookup")
+    mode: str = described(
+        "env", f"ablation row: {', '.join(MODES)} (oracle: exact-label votes, not the method)"
+    )
+    curriculum: str = described("task-pool", "curriculum strategy (mode env)")
+    objective: str = described("value-difference", "PRM objective (outcome-only)")
+    lam: float = described(1.0, "lambda: weight of the process part of the reward")
+    m: int = described(3, "PRM votes per step")
+    process_scale: str = described(
+        "step", "process reward per step (step: the paper's) or / step budget (episode)"
+    )
+    prm_epochs: int = described(1, "PRM training passes per rollout")
+    prm_replay: int = described(1, "recent rollouts the PRM trains on (1: this one, the paper's)")
+    n_envs: int = described(4, "vectorised envs")
+    n_steps: int = described(256, "rollout length per env")
+    difficulty: float = described(
+        0.2, "difficulty of the fixed-env modes (outcome, policy, reward, rm-only, oracle)"
+    )
+    max_difficulty: float = described(1.0, "curricula stay within [0, this]")
+    seed: int = described(0, "seed of the run")
+    device: str = described("auto", "torch device: auto (CUDA when there is one), cpu, cuda[:N]")
 
 
 def validate_settings(settings: LoopSettings) -> None:

@@ -24,7 +24,7 @@ import torch
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.logger import configure
 
-from agents.loop import LoopSettings, RLAnythingCallback, build_loop, validate_settings
+from agents.loop import LoopSettings, RLAnythingCallback, build_loop, described, validate_settings
 from agents.trajectories import Trajectory
 from rla_gym.evaluation import evaluate, heldout_seeds
 
@@ -36,11 +36,11 @@ EVAL_LEVELS = (0.0, 0.25, 0.5, 0.75, 1.0)
 class TrainSettings(LoopSettings):
     """A closed-loop training run."""
 
-    steps: int = 30_000
-    out: str = ""  # empty: runs/<env>-<mode>-<timestamp>
-    resume: bool = False
-    checkpoint_every: int = 4096
-    eval_episodes: int = 100
+    steps: int = described(30_000, "env steps to train (rounded up to whole rollouts)")
+    out: str = described("", "run directory (empty: runs/<env>-<mode>-<time>)")
+    resume: bool = described(False, "continue the run in --out")
+    checkpoint_every: int = described(4096, "env steps between checkpoints")
+    eval_episodes: int = described(100, "held-out tasks per difficulty in the final evaluation")
 
 
 def _atomic_save(payload: dict[str, Any], path: Path) -> None:
