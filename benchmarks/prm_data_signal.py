@@ -6,8 +6,8 @@ An outcome-trained PRM can only learn step quality where the outcome depends on 
 measures that dependence with the exact step labels, for two data sets on RLA-TextNav-v0 at
 one difficulty:
 
-- the closed loop's own episodes (mode ``reward``, MaskablePPO), pooled per window of
-  training steps;
+- the closed loop's own episodes (mode ``reward`` by default, MaskablePPO), pooled per window
+  of training steps;
 - held-out oracle/random mixtures, the data on which the PRM learns offline (``prm.md``).
 
 Per data set: the label mu, p+ + p- with the exact labels as the votes (p+ = share of optimal
@@ -46,6 +46,8 @@ def signal(trajectories: list[Trajectory]) -> dict[str, float]:
         "label_p_plus": stats["p_plus"],
         "label_p_minus": stats["p_minus"],
         "label_mu": stats["mu"],
+        "label_plus_share": float(np.mean(labels > 0)),
+        "mean_length": float(np.mean([len(t) for t in trajectories])),
         "share_auc": auc(share, outcomes),
     }
 
@@ -80,6 +82,7 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=20_000)
     parser.add_argument("--encoder", default="lookup")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--mode", default="reward", help="loop mode (oracle: votes = the exact labels)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -91,7 +94,7 @@ def main() -> None:
     reference = {"data": "oracle/random mixtures", **signal(mixtures)}
     print(json.dumps(reference), flush=True)
     settings = LoopSettings(
-        env=args.env, algo="maskable-ppo", encoder=args.encoder, mode="reward", process_scale="episode",
+        env=args.env, algo="maskable-ppo", encoder=args.encoder, mode=args.mode, process_scale="episode",
         difficulty=args.difficulty, max_difficulty=max(args.difficulty, 0.5), seed=args.seed, device="cpu",
     )  # fmt: skip
     windows, rollout_mu = loop_windows(settings, args.steps, args.window)
@@ -99,8 +102,9 @@ def main() -> None:
         print(json.dumps(row), flush=True)
     result = {
         "meta": {
-            "command": f"python benchmarks/prm_data_signal.py --seed {args.seed} --steps {args.steps} "
-            f"--encoder {args.encoder} --difficulty {args.difficulty}",
+            "command": f"python benchmarks/prm_data_signal.py --env {args.env} --seed {args.seed} "
+            f"--steps {args.steps} --encoder {args.encoder} --difficulty {args.difficulty} "
+            f"--mode {args.mode}",
             "env": args.env,
             "date": time.strftime("%Y-%m-%d"),
             "seconds": round(time.perf_counter() - start, 1),
@@ -109,7 +113,10 @@ def main() -> None:
         "loop": windows,
         "prm_rollout_mu_last10": float(np.mean(rollout_mu[-10:])) if rollout_mu else float("nan"),
     }
-    out = args.out or Path("benchmarks/results") / f"prm_data_signal_s{args.seed}.json"
+    default = f"prm_data_signal_s{args.seed}.json"  # the first runs: TextNav, mode reward
+    if (args.env, args.mode) != ("RLA-TextNav-v0", "reward"):
+        default = f"prm_data_signal_{args.env}_{args.mode}_s{args.seed}.json"
+    out = args.out or Path("benchmarks/results") / default
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
 
