@@ -11,6 +11,15 @@ from agents.loop import IntegratedRewardVecEnv, LoopSettings, build_loop
 from agents.reward_model import ProcessRewardModel
 
 
+def _random_steps(env: IntegratedRewardVecEnv, steps: int):
+    """Reset ``env``, then yield (rewards, dones, infos) of ``steps`` random vector steps."""
+    env.reset()
+    rng = np.random.default_rng(0)
+    for _ in range(steps):
+        _, rewards, dones, infos = env.step(rng.integers(0, 24, env.num_envs))
+        yield rewards, dones, infos
+
+
 def _params(prm: ProcessRewardModel) -> torch.Tensor:
     return torch.cat([p.detach().flatten().clone() for p in prm.parameters()])
 
@@ -40,10 +49,7 @@ def test_integrated_rewards_reach_the_algorithm() -> None:
     venv = make_vec_env("RLA-TextNav-v0", n_envs=2, seed=0, env_kwargs={"difficulty": 0.1})
     prm = ProcessRewardModel.for_env(venv.envs[0], seed=0, device="cpu")
     env = IntegratedRewardVecEnv(venv, prm, mode="policy", lam=0.5, m=4)
-    env.reset()
-    rng = np.random.default_rng(0)
-    for _ in range(200):
-        _, rewards, dones, infos = env.step(rng.integers(0, 24, 2))
+    for rewards, dones, infos in _random_steps(env, 200):
         for i, info in enumerate(infos):
             outcome = info["outcome"] if dones[i] else 0
             assert rewards[i] == pytest.approx(outcome + 0.5 * info["rm_step_votes"].mean())
@@ -245,10 +251,7 @@ def test_the_prm_trains_for_prm_epochs_on_the_last_prm_replay_rollouts(monkeypat
 def test_oracle_mode_votes_with_the_exact_step_labels() -> None:
     venv = make_vec_env("RLA-TextNav-v0", n_envs=2, seed=3, env_kwargs={"difficulty": 0.3})
     env = IntegratedRewardVecEnv(venv, None, mode="oracle", lam=0.5, m=3)
-    env.reset()
-    rng = np.random.default_rng(0)
-    for _ in range(100):
-        _, rewards, dones, infos = env.step(rng.integers(0, 24, 2))
+    for rewards, dones, infos in _random_steps(env, 100):
         for i, info in enumerate(infos):
             label = 1.0 if info["progress"] == 1 else -1.0
             assert np.all(info["rm_step_votes"] == label)
