@@ -29,7 +29,7 @@ from agents.loop import ALGOS, MODES, LoopSettings, validate_settings
 from rla_gym.core import HELDOUT_SEED_START, check_difficulty
 
 #: Ablation rows below the full loop train at a fixed difficulty, so they run one strategy.
-FIXED_ENV_MODES = ("outcome", "policy", "reward", "rm-only", "oracle")
+FIXED_ENV_MODES = ("outcome", "policy", "reward", "rm-only", "oracle", "oracle-potential")
 #: History keys kept in the run files (the loop logs more).
 HISTORY_KEYS = (
     "loop/success", "loop/difficulty", "rm/mu", "rm/p_plus", "rm/p_minus", "rm/balance",

@@ -29,16 +29,12 @@ ROW_LABELS = {
     "env": "+ Env",
     "rm-only": "RM-only",
     "oracle": "Oracle votes (not the method)",
+    "oracle-potential": "Oracle progress (not the method)",
 }
 ROW_ORDER = (
-    "Before training",
-    "Outcome-only",
-    "Policy",
-    "+ Reward",
-    "+ Env",
-    "RM-only",
-    ROW_LABELS["oracle"],
-)
+    "Before training", "Outcome-only", "Policy", "+ Reward", "+ Env", "RM-only",
+    ROW_LABELS["oracle"], ROW_LABELS["oracle-potential"],
+)  # fmt: skip
 
 
 def iqm(values: Sequence[float] | np.ndarray) -> float:

@@ -21,7 +21,9 @@ Modes (the ablation rows): ``outcome`` (outcome reward only, no PRM), ``policy``
 policy's reward is the process part alone, no outcome: the paper's "RM signals beat
 human-label outcomes" experiment). ``oracle`` is not part of the method: integrated feedback
 whose votes are the exact step labels, at a fixed difficulty, the ceiling of what a better
-PRM could give.
+PRM could give. ``oracle-potential`` (not the method either) replaces each vote by the step's
+exact progress, the fall of the optimal distance: a potential difference, which summed over
+an episode telescopes, so it cannot be farmed as the binary votes can.
 """
 
 from __future__ import annotations
@@ -44,7 +46,9 @@ from rla_gym.core import check_difficulty
 from rla_gym.curricula.base import Curriculum
 from rla_gym.stats import error_statistics
 
-MODES = ("outcome", "policy", "reward", "env", "rm-only", "oracle")
+MODES = ("outcome", "policy", "reward", "env", "rm-only", "oracle", "oracle-potential")
+#: Modes whose votes come from the env's exact labels, not from a PRM.
+ORACLE_MODES = ("oracle", "oracle-potential")
 #: How the process part enters each step's reward: the paper's lambda * mean vote on every
 #: step ("step"), or that divided by the episode's step budget ("episode", see the class doc).
 PROCESS_SCALES = ("step", "episode")
@@ -97,10 +101,10 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
         if process_scale not in PROCESS_SCALES:
             raise ValueError(f"process_scale must be one of {PROCESS_SCALES}, got {process_scale!r}")
         self.process_scale = process_scale
-        if mode not in ("outcome", "oracle") and prm is None:
+        if mode not in ("outcome", *ORACLE_MODES) and prm is None:
             raise ValueError(f"mode {mode!r} needs a ProcessRewardModel")
-        if mode == "oracle" and prm is not None:
-            raise ValueError("mode 'oracle' votes with the exact step labels: pass prm=None")
+        if mode in ORACLE_MODES and prm is not None:
+            raise ValueError(f"mode {mode!r} votes with the env's exact labels: pass prm=None")
         if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not np.isfinite(lam) or lam < 0:
             raise ValueError(f"lam must be a finite number >= 0, got {lam!r}")
         if isinstance(m, bool) or not isinstance(m, int) or m < 1:
@@ -116,7 +120,8 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
 
     def _clear_episodes(self) -> None:
         n = self.num_envs
-        self._steps: list[list[tuple[np.ndarray, int, np.ndarray, int]]] = [[] for _ in range(n)]
+        # per step: obs tokens, action, next obs tokens, exact label, fall of the optimal distance
+        self._steps: list[list[tuple[np.ndarray, int, np.ndarray, int, float]]] = [[] for _ in range(n)]
         self._votes: list[list[np.ndarray]] = [[] for _ in range(n)]
         self._estimates: list[list[float]] = [[] for _ in range(n)]
         self._unscored: list[list[int]] = [[] for _ in range(n)]  # rollout positions of unscored steps
@@ -124,6 +129,7 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
         self._last_votes: dict[int, np.ndarray] = {}
         self._tasks: list[str] = [""] * n
         self._difficulties: list[float | None] = [None] * n
+        self._distances = np.zeros(n)  # exact optimal distance before each env's next step
         self._weights = np.full(n, self.lam)  # lambda, or lambda / step budget per running episode
 
     def reset(self) -> VecEnvObs:
@@ -139,6 +145,10 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
         return obs
 
     def _start_episode(self, i: int, info: dict[str, Any]) -> None:
+        if self.mode == "oracle-potential":
+            if "distance" not in info:
+                raise ValueError("mode 'oracle-potential' needs info['distance'] (an rla-gym env)")
+            self._distances[i] = info["distance"]
         self._tasks[i] = info.get("task_id", "")
         self._difficulties[i] = info.get("difficulty")
         if self.process_scale == "episode":
@@ -166,8 +176,12 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
         position = len(self._process)
         self._process.append(np.zeros(self.num_envs, dtype=np.float32))
         for i, info in enumerate(infos):
-            label = 1 if info.get("progress") == 1 else -1  # for evaluation metrics only
-            self._steps[i].append((self._last[i], int(self._actions[i]), after[i], label))
+            label = 1 if info.get("progress") == 1 else -1  # for evaluation metrics (and oracle votes)
+            gain = 0.0
+            if self.mode == "oracle-potential":
+                gain = float(self._distances[i] - info["distance"])
+                self._distances[i] = info["distance"]
+            self._steps[i].append((self._last[i], int(self._actions[i]), after[i], label, gain))
             if self.scoring:
                 self._unscored[i].append(position)
         if self.scoring:
@@ -200,9 +214,9 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
         if not jobs:
             return
         rows = [step for i, k in jobs for step in self._steps[i][-k:]]
-        if self.prm is None:  # mode oracle: every vote is the step's exact label
-            labels = np.array([r[3] for r in rows], dtype=np.float32)
-            votes, estimates = np.repeat(labels[:, None], self.m, axis=1), labels.tolist()
+        if self.prm is None:  # oracle modes: every vote is the step's exact label or progress
+            exact = np.array([r[4] if self.mode == "oracle-potential" else r[3] for r in rows], np.float32)
+            votes, estimates = np.repeat(exact[:, None], self.m, axis=1), exact.tolist()
         else:
             device = self.prm.device
             steps = {
@@ -234,7 +248,7 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
         return process
 
     def _trajectory(self, i: int, outcome: int) -> Trajectory:
-        before, actions, after, labels = zip(*self._steps[i], strict=True)
+        before, actions, after, labels, _ = zip(*self._steps[i], strict=True)
         return Trajectory(
             np.stack(before), np.array(actions), np.stack(after), outcome, self._tasks[i], np.array(labels),
             self._difficulties[i],
@@ -474,7 +488,7 @@ def build_loop(settings: LoopSettings) -> tuple[Any, RLAnythingCallback]:
     validate_settings(settings)
     venv = make_vec_env(f"rla_gym:{settings.env}", n_envs=settings.n_envs, seed=settings.seed)
     prm = None
-    if settings.mode not in ("outcome", "oracle"):
+    if settings.mode not in ("outcome", *ORACLE_MODES):
         head = "value" if settings.objective == "value-difference" else "step"
         prm = ProcessRewardModel.for_env(venv.envs[0], head=head, device=settings.device, seed=settings.seed)  # type: ignore[attr-defined]
     reward_env = IntegratedRewardVecEnv(

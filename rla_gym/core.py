@@ -298,6 +298,7 @@ class RLAEnv(gym.Env[Any, np.int64]):
             "invalid_action": invalid,
             "oracle_actions": self._oracle_actions(),
             "progress": progress,
+            "distance": self._last_distance,
         }
 
     def _observation(self) -> Any:

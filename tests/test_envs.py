@@ -18,7 +18,9 @@ from stable_baselines3.common.env_util import make_vec_env
 
 from rla_gym.evaluation import heldout_seeds, oracle_agent, random_agent
 
-CONTRACT_KEYS = {"difficulty", "task_id", "action_mask", "invalid_action", "oracle_actions", "progress"}
+CONTRACT_KEYS = {
+    "difficulty", "task_id", "action_mask", "invalid_action", "oracle_actions", "progress", "distance",
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("obs_mode", ["dict", "flat", "text"])
@@ -88,10 +90,14 @@ def test_info_contract(env_id: str) -> None:
     assert info["action_mask"].dtype == np.int8 and info["action_mask"].any()
     assert np.array_equal(info["action_mask"], obs["action_mask"])
     assert np.array_equal(env.unwrapped.action_masks(), info["action_mask"].astype(bool))
+    assert info["distance"] == info["optimal_len"]
     rng = np.random.default_rng(0)
     for _ in range(2000):
+        before = info["distance"]
         obs, reward, terminated, truncated, info = env.step(random_agent(obs, info, rng))
         assert set(info) >= CONTRACT_KEYS
+        assert info["progress"] == np.sign(before - info["distance"])
+        assert (info["distance"] == 0) == bool(terminated)
         assert info["difficulty"] == 0.5
         assert type(terminated) is bool and type(truncated) is bool
         if terminated or truncated:

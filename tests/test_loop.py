@@ -258,10 +258,34 @@ def test_oracle_mode_votes_with_the_exact_step_labels() -> None:
             outcome = info["outcome"] if dones[i] else 0
             assert rewards[i] == pytest.approx(outcome + 0.5 * label)
     prm = ProcessRewardModel.for_env(venv.envs[0], seed=0, device="cpu")
-    with pytest.raises(ValueError, match="mode 'oracle' votes with the exact step labels"):
+    with pytest.raises(ValueError, match="mode 'oracle' votes with the env's exact labels"):
         IntegratedRewardVecEnv(venv, prm, mode="oracle")
     model, callback = build_loop(LoopSettings(mode="oracle", n_envs=2, n_steps=128, device="cpu"))
     assert callback.reward_env.prm is None and callback.trainer is None
     model.learn(256, callback=callback)
     assert not any(key.startswith("rm/") for key in callback.history[-1])
     assert np.any(model.rollout_buffer.rewards != 0)
+
+
+def test_oracle_potential_rewards_telescope_over_each_episode() -> None:
+    venv = make_vec_env("RLA-GUI-v0", n_envs=2, seed=4, env_kwargs={"difficulty": 0.3})
+    env = IntegratedRewardVecEnv(venv, None, mode="oracle-potential", lam=0.5, m=3)
+    env.reset()
+    starts = [info["distance"] for info in env.reset_infos]
+    process_sum, episodes, backward_jumps = np.zeros(2), 0, 0
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        _, rewards, dones, infos = env.step(rng.integers(0, 24, 2))
+        for i, info in enumerate(infos):
+            process = rewards[i] - (info["outcome"] if dones[i] else 0)
+            backward_jumps += process < -0.5 - 1e-6  # one step undid more than one step of progress
+            process_sum[i] += process
+            if dones[i]:  # the process parts add up to lambda * (start distance - end distance)
+                assert process_sum[i] == pytest.approx(0.5 * (starts[i] - info["distance"]), abs=1e-5)
+                process_sum[i], episodes = 0.0, episodes + 1
+                starts[i] = env.reset_infos[i]["distance"]
+    assert episodes > 5 and backward_jumps > 0
+    with pytest.raises(ValueError, match="mode 'oracle-potential' votes with the env's exact labels"):
+        IntegratedRewardVecEnv(
+            venv, ProcessRewardModel.for_env(venv.envs[0], device="cpu"), mode="oracle-potential"
+        )
