@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import tomllib
 
-from agents.loop import ALGOS, MODES, LoopSettings, validate_settings
+from agents.loop import ALGOS, MODES, LoopSettings, described, validate_settings
 from rla_gym.core import HELDOUT_SEED_START, check_difficulty
 
 #: Ablation rows below the full loop train at a fixed difficulty, so they run one strategy.
@@ -48,7 +48,7 @@ RM_SEED_OFFSET = 1_000_000
 
 
 def _help(text: str, default: Any) -> Any:
-    return dataclasses.field(default=default, metadata={"help": text})
+    return described(default, text)
 
 
 @dataclasses.dataclass

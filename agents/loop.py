@@ -357,7 +357,7 @@ class LoopSettings:
     algo: str = described("ppo", f"SB3 algorithm: {', '.join(ALGOS)}")
     encoder: str = described("flatten", "token encoder of the policy: flatten, attention, relational, lookup")
     mode: str = described(
-        "env", f"ablation row: {', '.join(MODES)} (oracle: exact-label votes, not the method)"
+        "env", f"ablation row: {', '.join(MODES)} (the oracle modes use exact labels: not the method)"
     )
     curriculum: str = described("task-pool", "curriculum strategy (mode env)")
     objective: str = described("value-difference", "PRM objective (outcome-only)")
@@ -370,9 +370,7 @@ class LoopSettings:
     prm_replay: int = described(1, "recent rollouts the PRM trains on (1: this one, the paper's)")
     n_envs: int = described(4, "vectorised envs")
     n_steps: int = described(256, "rollout length per env")
-    difficulty: float = described(
-        0.2, "difficulty of the fixed-env modes (outcome, policy, reward, rm-only, oracle)"
-    )
+    difficulty: float = described(0.2, "difficulty of every mode but env (those keep it fixed)")
     max_difficulty: float = described(1.0, "curricula stay within [0, this]")
     seed: int = described(0, "seed of the run")
     device: str = described("auto", "torch device: auto (CUDA when there is one), cpu, cuda[:N]")

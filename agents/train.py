@@ -78,6 +78,12 @@ def _trajectory(state: dict[str, Any]) -> Trajectory:
     return Trajectory(**{**state, **arrays})
 
 
+def _replay_to_keep(callback: RLAnythingCallback) -> list[list[Trajectory]]:
+    """The PRM's window minus its oldest rollout, which the next rollout pushes out unused."""
+    keep = (callback.replay.maxlen or 1) - 1
+    return list(callback.replay)[max(0, len(callback.replay) - keep) :] if keep else []
+
+
 def save_checkpoint(path: Path, settings: TrainSettings, model: Any, callback: RLAnythingCallback) -> None:
     """Everything needed to resume, written atomically."""
     prm, trainer = callback.reward_env.prm, callback.trainer
@@ -97,7 +103,7 @@ def save_checkpoint(path: Path, settings: TrainSettings, model: Any, callback: R
         else callback.reward_env.generator.get_state(),
         "curriculum": None if callback.curriculum is None else callback.curriculum.state_dict(),
         "history": callback.history,
-        "prm_replay": [[_trajectory_state(t) for t in rollout] for rollout in callback.replay],
+        "prm_replay": [[_trajectory_state(t) for t in rollout] for rollout in _replay_to_keep(callback)],
         "rng": {
             "torch": torch.get_rng_state(),
             "numpy": _numpy_global_state(),

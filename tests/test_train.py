@@ -188,16 +188,23 @@ def test_checkpoints_keep_the_prms_replay_window(tmp_path: Path) -> None:
     from agents.train import _loop_fields, _restore
 
     settings = TrainSettings(
-        steps=1536, out=str(tmp_path / "r"), mode="reward", prm_replay=2, n_envs=2, n_steps=256,
+        steps=1536, out=str(tmp_path / "r"), mode="reward", prm_replay=3, n_envs=2, n_steps=256,
         eval_episodes=2, device="cpu",
     )  # fmt: skip
     train(settings)
     payload = load_checkpoint(tmp_path / "r" / "checkpoint.pt")
     episodes = [int(row["loop/episodes"]) for row in payload["history"]]
-    assert [len(rollout) for rollout in payload["prm_replay"]] == episodes[-2:]  # the last 2 of 3
+    # a window of 3: the next rollout joins the last 2, so only those are kept
+    assert [len(rollout) for rollout in payload["prm_replay"]] == episodes[-2:]
     model, callback = build_loop(LoopSettings(**_loop_fields(settings)))
     _restore(payload, model, callback)
     assert [len(rollout) for rollout in callback.replay] == episodes[-2:]
     saved, restored = payload["prm_replay"][-1][0], callback.replay[-1][0]
     assert np.array_equal(restored.obs, saved["obs"].numpy()) and restored.outcome == saved["outcome"]
     assert restored.labels is not None and restored.task_id == saved["task_id"]
+    train(
+        TrainSettings(
+            steps=512, out=str(tmp_path / "d"), n_envs=2, n_steps=256, eval_episodes=2, device="cpu"
+        )
+    )
+    assert load_checkpoint(tmp_path / "d" / "checkpoint.pt")["prm_replay"] == []  # window 1: nothing to keep
