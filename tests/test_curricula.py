@@ -65,19 +65,27 @@ def test_success_band_steps_up_down_and_ignores_stale_episodes() -> None:
 # ---------------------------------------------------------------- RM balance
 def test_rm_balance_direction_cooldown_and_bounds() -> None:
     c = RewardModelBalanceCurriculum(ENV, interval=4, start=0.5, cooldown=1)
-    feed(c, [-1] * 4, rm_outcome_prediction=0.5)  # errors +1.5: p_over = 1 > p_under -> raise
-    assert c.difficulty == 0.6 and c.last["decision"] == "raise"
+    feed(c, [-1] * 4, rm_outcome_prediction=0.5)  # errors +1.5: p_over = 1, failures dominate -> lower
+    assert c.difficulty == 0.4 and c.last["decision"] == "lower"
     feed(c, [1] * 4, rm_outcome_prediction=-0.5)  # p_under = 1, but cooling down
-    assert c.difficulty == 0.6 and c.last["decision"] == "cooldown"
-    feed(c, [1] * 4, rm_outcome_prediction=-0.5)  # now lower
-    assert c.difficulty == 0.5 and c.last["decision"] == "lower"
+    assert c.difficulty == 0.4 and c.last["decision"] == "cooldown"
+    feed(c, [1] * 4, rm_outcome_prediction=-0.5)  # now successes dominate -> raise
+    assert c.difficulty == 0.5 and c.last["decision"] == "raise"
     c.cooldown_left = 0
     for outcome, pred in [(1, 0.2), (1, 0.2), (-1, -0.2), (-1, -0.2)]:  # 2 under, 2 over: balance 1 > 0.8
         c.update(result(c.next_task(), outcome, rm_outcome_prediction=pred))
     assert c.difficulty == 0.5 and c.last["decision"] == "keep" and c.last["balance"] == 1.0
     top = RewardModelBalanceCurriculum(ENV, interval=2, start=1.0, cooldown=0)
-    feed(top, [-1, -1], rm_outcome_prediction=1.0)
+    feed(top, [1, 1], rm_outcome_prediction=-1.0)
     assert top.difficulty == 1.0 and top.last["decision"] == "at bound"
+
+
+def test_rm_balance_literal_direction_is_the_notes_code() -> None:
+    c = RewardModelBalanceCurriculum(ENV, interval=4, start=0.5, cooldown=0, direction="literal")
+    feed(c, [-1] * 4, rm_outcome_prediction=0.5)  # p_over = 1 -> the notes raise d
+    assert c.difficulty == 0.6 and c.last["decision"] == "raise"
+    feed(c, [1] * 4, rm_outcome_prediction=-0.5)  # p_under = 1 -> lower
+    assert c.difficulty == 0.5 and c.last["decision"] == "lower"
 
 
 def test_rm_balance_needs_predictions() -> None:
@@ -300,6 +308,7 @@ BAD = [
     ),
     (RewardModelBalanceCurriculum, {"start": 0.05}, ValueError, "start must lie within bounds"),
     (RewardModelBalanceCurriculum, {"cooldown": -1}, ValueError, "cooldown must be a non-negative integer"),
+    (RewardModelBalanceCurriculum, {"direction": "up"}, ValueError, "direction must be one of .* got 'up'"),
     (TaskPoolCurriculum, {"alpha_low": 0.5, "alpha_high": 0.5}, ValueError, "alpha_low must be < alpha_high"),
     (TaskPoolCurriculum, {"pool_size": 2.5}, TypeError, "pool_size must be a positive integer, got 2.5"),
     (PrioritizedLevelReplay, {"score": "regret"}, ValueError, "score must be one of"),

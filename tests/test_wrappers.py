@@ -48,27 +48,51 @@ def _play(env: gym.Env, agent, episodes: int) -> list[dict]:
     return finals
 
 
-def test_over_predicting_rm_raises_difficulty_with_cooldown() -> None:
-    # the RM predicts success (+1) while a random agent at d >= 0.5 nearly always fails: p_over ~ 1
-    env = AdaptiveDifficultyWrapper(PredictionInInfo(gym.make(ENV), 1.0), interval=5, start=0.5, cooldown=1)
+def test_failing_learner_gets_easier_tasks_with_cooldown() -> None:
+    # the RM predicts success (+1) while a random agent at d >= 0.3 nearly always fails: p_over ~ 1
+    env = AdaptiveDifficultyWrapper(PredictionInInfo(gym.make(ENV), 1.0), interval=5, start=0.6, cooldown=1)
     finals = _play(env, random_agent, 30)
     difficulties = [info["difficulty"] for info in finals]
-    # judgements after episodes 5, 10, 15, 20, 25, 30: raise, cooldown, raise, cooldown, raise, cooldown
+    # judgements after episodes 5, 10, 15, 20, 25, 30: lower, cooldown, lower, cooldown, lower, cooldown
     assert (
-        difficulties[:5] == [0.5] * 5
-        and difficulties[5:15] == [0.6] * 10
-        and difficulties[15:25] == [0.7] * 10
+        difficulties[:5] == [0.6] * 5
+        and difficulties[5:15] == [0.5] * 10
+        and difficulties[15:25] == [0.4] * 10
     )
-    assert env.unwrapped.difficulty == 0.8 and env.curriculum.changes == 3
-    assert finals[-1]["curriculum"]["p_over"] == 1.0 and finals[-1]["curriculum"]["difficulty"] == 0.8
+    assert env.unwrapped.difficulty == 0.3 and env.curriculum.changes == 3
+    assert finals[-1]["curriculum"]["p_over"] == 1.0 and finals[-1]["curriculum"]["difficulty"] == 0.3
 
 
-def test_under_predicting_rm_lowers_difficulty_to_the_bound() -> None:
+def test_succeeding_learner_gets_harder_tasks() -> None:
     # the RM predicts failure (-1) while the oracle always succeeds: p_under = 1
-    env = AdaptiveDifficultyWrapper(PredictionInInfo(gym.make(ENV), -1.0), interval=3, start=0.3, cooldown=0)
+    env = AdaptiveDifficultyWrapper(PredictionInInfo(gym.make(ENV), -1.0), interval=3, start=0.8, cooldown=0)
     finals = _play(env, oracle_agent, 12)
-    assert [f["difficulty"] for f in finals[::3]] == [0.3, 0.2, 0.1, 0.1]  # bounds default (0.1, 1.0)
+    assert [f["difficulty"] for f in finals[::3]] == [0.8, 0.9, 1.0, 1.0]  # bounds default (0.1, 1.0)
     assert all(f["is_success"] for f in finals)
+
+
+def test_literal_direction_moves_the_other_way() -> None:
+    # the design notes' code: a failing learner (p_over = 1) gets harder tasks, a perfect one easier
+    failing = AdaptiveDifficultyWrapper(
+        PredictionInInfo(gym.make(ENV), 1.0), interval=5, start=0.5, cooldown=0, direction="literal"
+    )
+    assert [f["difficulty"] for f in _play(failing, random_agent, 15)[::5]] == [0.5, 0.6, 0.7]
+    perfect = AdaptiveDifficultyWrapper(
+        PredictionInInfo(gym.make(ENV), -1.0), interval=3, start=0.3, cooldown=0, direction="literal"
+    )
+    assert [f["difficulty"] for f in _play(perfect, oracle_agent, 12)[::3]] == [0.3, 0.2, 0.1, 0.1]
+
+
+def test_starts_from_the_wrapped_envs_difficulty_within_bounds() -> None:
+    predict = {"predict_outcome": lambda trajectory: 0.0}
+    inside = AdaptiveDifficultyWrapper(gym.make(ENV, difficulty=0.7), **predict)
+    assert inside.reset(seed=0)[1]["difficulty"] == 0.7
+    outside = AdaptiveDifficultyWrapper(gym.make(ENV, difficulty=0.05), **predict)  # below (0.1, 1.0)
+    assert outside.reset(seed=0)[1]["difficulty"] == 0.1
+    given = AdaptiveDifficultyWrapper(gym.make(ENV, difficulty=0.7), start=0.4, **predict)
+    assert given.reset(seed=0)[1]["difficulty"] == 0.4
+    with pytest.raises(ValueError, match="direction must be one of"):
+        AdaptiveDifficultyWrapper(gym.make(ENV), direction="up", **predict)
 
 
 def test_predict_outcome_sees_the_whole_trajectory() -> None:

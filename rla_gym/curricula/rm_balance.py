@@ -8,22 +8,33 @@ from rla_gym.core import Task, check_difficulty, normalize_difficulty
 from rla_gym.curricula.base import Curriculum, EpisodeResult, check_band, check_positive
 from rla_gym.stats import error_statistics
 
+#: Which way the balance rule moves difficulty: the stabilising one, or the design notes' code.
+DIRECTIONS = ("stabilising", "literal")
+
 
 class RewardModelBalanceCurriculum(Curriculum):
     """Move one global difficulty by the balance of the RM's outcome errors.
 
     Every ``interval`` episodes at the current difficulty d, with errors = RM predicted
     outcome - actual outcome: balance = min(p_over, p_under) / max(p_over, p_under);
-    balance > ``balance_threshold`` keeps d; otherwise p_over > p_under raises d by
-    ``step``, else lowers it; d stays within ``bounds``. After a change the next
-    ``cooldown`` intervals make no change, so d cannot flip every interval.
-    Every result must carry ``rm_outcome_prediction``.
+    balance > ``balance_threshold`` keeps d; otherwise d moves by ``step`` within ``bounds``.
+    After a change the next ``cooldown`` intervals make no change, so d cannot flip every
+    interval. Every result must carry ``rm_outcome_prediction``.
+
+    ``direction`` says which way d moves. With outcomes in {+1, -1} and predictions in
+    [-1, 1], an error > 0 can only come from a failed episode and an error < 0 only from a
+    success, so ``"stabilising"`` (default) raises d when p_under > p_over (successes
+    dominate the errors) and lowers it when p_over > p_under: its fixed point is success
+    about 1/2 for any RM with symmetric confidence, and a success-band rule at 1/2 for an
+    uninformative one. ``"literal"`` is the design notes' code, which raises d when
+    p_over > p_under ("the RM over-estimates: tasks too easy"): it makes failing tasks
+    harder and drives every run to a bound (kept to reproduce it, tested as diverging).
 
     Example:
         >>> from rla_gym.curricula import EpisodeResult
         >>> c = RewardModelBalanceCurriculum("RLA-TextNav-v0", interval=2, start=0.5)
-        >>> for _ in range(2):  # the RM predicts success, the episodes fail: p_over = 1
-        ...     c.update(EpisodeResult(c.next_task(), -1, 0.0, 9, rm_outcome_prediction=0.6))
+        >>> for _ in range(2):  # the RM predicts failure, the episodes succeed: p_under = 1
+        ...     c.update(EpisodeResult(c.next_task(), 1, 1.0, 9, rm_outcome_prediction=-0.6))
         >>> c.difficulty
         0.6
     """
@@ -40,9 +51,13 @@ class RewardModelBalanceCurriculum(Curriculum):
         bounds: tuple[float, float] = (0.1, 1.0),
         balance_threshold: float = 0.8,
         cooldown: int = 1,
+        direction: str = "stabilising",
         seed: int = 0,
     ) -> None:
         super().__init__(env_id, seed=seed)
+        if direction not in DIRECTIONS:
+            raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
+        self.direction = direction
         self.low, self.high = check_band(*bounds, ("bounds[0]", "bounds[1]"))
         self.interval = check_positive(interval, "interval", integer=True)
         self.step = check_positive(step, "step")
@@ -87,7 +102,9 @@ class RewardModelBalanceCurriculum(Curriculum):
             return "cooldown"
         if stats["balance"] > self.balance_threshold:
             return "keep"
-        delta = self.step if stats["p_over"] > stats["p_under"] else -self.step
+        successes_dominate = stats["p_under"] > stats["p_over"]
+        harder = successes_dominate if self.direction == "stabilising" else not successes_dominate
+        delta = self.step if harder else -self.step
         target = normalize_difficulty(min(max(self.difficulty + delta, self.low), self.high))
         if target == self.difficulty:
             return "at bound"

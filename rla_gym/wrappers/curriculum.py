@@ -10,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 
 from rla_gym.core import RLAEnv, Task
-from rla_gym.curricula.base import Curriculum, EpisodeResult
+from rla_gym.curricula.base import Curriculum, EpisodeResult, check_band
 from rla_gym.curricula.rm_balance import RewardModelBalanceCurriculum
 
 #: One step of a trajectory as handed to ``predict_outcome``: (observation, action, next observation).
@@ -109,13 +109,17 @@ class AdaptiveDifficultyWrapper(CurriculumWrapper):
     computed by ``predict_outcome(trajectory)`` when given, where ``trajectory`` is the
     list of (observation, action, next observation) steps.
 
+    It starts at ``start`` if given, else at the wrapped env's difficulty when that lies
+    within ``bounds``, else at the lower bound. ``direction="stabilising"`` (default) keeps
+    success near 1/2; ``"literal"`` is the design notes' diverging code (see the curriculum).
+
     Example:
         >>> import gymnasium as gym, rla_gym
-        >>> env = AdaptiveDifficultyWrapper(gym.make("RLA-TextNav-v0"), interval=8,
+        >>> env = AdaptiveDifficultyWrapper(gym.make("RLA-TextNav-v0", difficulty=0.7), interval=8,
         ...                                 predict_outcome=lambda trajectory: 0.5)
         >>> obs, info = env.reset(seed=0)
-        >>> info["difficulty"]  # starts at the lower bound
-        0.1
+        >>> info["difficulty"]  # the env's own difficulty, which lies within bounds
+        0.7
     """
 
     def __init__(
@@ -128,13 +132,19 @@ class AdaptiveDifficultyWrapper(CurriculumWrapper):
         balance_threshold: float = 0.8,
         cooldown: int = 1,
         start: float | None = None,
+        direction: str = "stabilising",
         predict_outcome: Callable[[Sequence[Step]], float] | None = None,
         seed: int = 0,
     ) -> None:
+        base = env.unwrapped
+        if not isinstance(base, RLAEnv):
+            raise TypeError(f"AdaptiveDifficultyWrapper needs an rla_gym env, got {base!r}")
+        if start is None:
+            low, high = check_band(*bounds, ("bounds[0]", "bounds[1]"))
+            start = base.difficulty if low <= base.difficulty <= high else low
         curriculum = RewardModelBalanceCurriculum(
-            env.unwrapped.env_id,  # type: ignore[attr-defined]
-            start=start, interval=interval, step=step, bounds=bounds,
-            balance_threshold=balance_threshold, cooldown=cooldown, seed=seed,
+            base.env_id, start=start, interval=interval, step=step, bounds=bounds,
+            balance_threshold=balance_threshold, cooldown=cooldown, direction=direction, seed=seed,
         )  # fmt: skip
         super().__init__(env, curriculum)
         self.predict_outcome = predict_outcome
