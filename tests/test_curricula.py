@@ -114,7 +114,7 @@ def _pool_round(c: TaskPoolCurriculum, successes: int) -> None:
     ],
 )
 def test_task_pool_harder_acceptance(first: int, second: int, accepted: bool) -> None:
-    c = TaskPoolCurriculum(ENV, pool_size=1, rollouts_per_task=10, start=0.5)
+    c = TaskPoolCurriculum(ENV, dataset_size=None, pool_size=1, rollouts_per_task=10, start=0.5)
     _pool_round(c, first)  # acc >= 0.8: a harder variant becomes pending
     proposal = c.slots[0]["phase"]
     assert (
@@ -130,7 +130,7 @@ def test_task_pool_harder_acceptance(first: int, second: int, accepted: bool) ->
     ("first", "second", "accepted"), [(2, 5, True), (0, 8, True), (2, 9, False), (2, 2, False), (1, 0, False)]
 )
 def test_task_pool_easier_acceptance(first: int, second: int, accepted: bool) -> None:
-    c = TaskPoolCurriculum(ENV, pool_size=1, rollouts_per_task=10, start=0.5)
+    c = TaskPoolCurriculum(ENV, dataset_size=None, pool_size=1, rollouts_per_task=10, start=0.5)
     _pool_round(c, first)  # acc <= 0.2: an easier variant
     assert c.slots[0]["phase"].difficulty == 0.4
     _pool_round(c, second)  # accepted iff acc < acc' <= 0.8 and acc' > 0
@@ -141,7 +141,7 @@ def test_task_pool_keeps_mid_accuracy_tasks_and_serves_slots_evenly() -> None:
     c = TaskPoolCurriculum(ENV, pool_size=3, rollouts_per_task=4)
     served = [c.next_task() for _ in range(6)]
     assert [served.count(s["active"]) for s in c.slots] == [2, 2, 2]
-    one = TaskPoolCurriculum(ENV, pool_size=1, rollouts_per_task=4, start=0.3)
+    one = TaskPoolCurriculum(ENV, dataset_size=None, pool_size=1, rollouts_per_task=4, start=0.3)
     _pool_round(one, 2)  # acc 0.5: nothing proposed
     assert one.slots[0]["direction"] == 0 and one.slots[0]["acc"] == 0.5 and not one.history
 
@@ -165,7 +165,9 @@ def test_task_pool_shares_rollouts_evenly_with_episodes_in_flight(cls, n_envs: i
 
 
 def test_task_pool_rm_scaled_step() -> None:
-    c = TaskPoolCurriculum(ENV, pool_size=1, rollouts_per_task=4, start=0.2, step=0.1, rm_scaled_step=True)
+    c = TaskPoolCurriculum(
+        ENV, dataset_size=None, pool_size=1, rollouts_per_task=4, start=0.2, step=0.1, rm_scaled_step=True
+    )
     feed(c, [1] * 4, rm_outcome_prediction=0.0)  # every error negative: balance 0 -> step 0.2
     assert math.isclose(c.slots[0]["phase"].difficulty, 0.4)
 
@@ -188,7 +190,7 @@ def test_fresh_task_pool_adapts_a_level_over_new_tasks() -> None:
 
 
 def test_fresh_task_pool_accepts_by_the_same_rule() -> None:
-    c = FreshTaskPoolCurriculum(ENV, pool_size=1, rollouts_per_task=4, start=0.5)
+    c = FreshTaskPoolCurriculum(ENV, dataset_size=None, pool_size=1, rollouts_per_task=4, start=0.5)
     _pool_round(c, 4)  # acc 1.0: harder proposed
     _pool_round(c, 2)  # acc' 0.5 in [0.2, 1.0): accepted
     assert c.slots[0]["active"].difficulty == 0.6 and (c.accepted, c.rejected) == (1, 0)
@@ -249,7 +251,9 @@ def test_plr_positive_value_loss_and_missing_inputs() -> None:
 
 # ---------------------------------------------------------------- learning progress
 def test_task_pool_variants_stay_within_bounds() -> None:
-    c = TaskPoolCurriculum(ENV, pool_size=1, rollouts_per_task=2, start=0.45, step=0.1, bounds=(0.0, 0.5))
+    c = TaskPoolCurriculum(
+        ENV, dataset_size=None, pool_size=1, rollouts_per_task=2, start=0.45, step=0.1, bounds=(0.0, 0.5)
+    )
     _pool_round(c, 2)  # acc 1.0: harder, but capped at the upper bound
     assert c.slots[0]["phase"].difficulty == 0.5
     _pool_round(c, 1)  # acc' 0.5: accepted; now at the bound, so no harder proposal follows

@@ -5,9 +5,11 @@
 
 from rla_gym.curricula.base import Curriculum, EpisodeResult
 from rla_gym.curricula.fixed import FixedCurriculum, UniformCurriculum
+from rla_gym.curricula.learnability import LearnabilityCurriculum
 from rla_gym.curricula.learning_progress import LearningProgressCurriculum
 from rla_gym.curricula.plr import PrioritizedLevelReplay
 from rla_gym.curricula.rm_balance import RewardModelBalanceCurriculum
+from rla_gym.curricula.simulated import SimulatedLearner, SimulatedRewardModel, Simulation, simulate
 from rla_gym.curricula.success_band import SuccessBandCurriculum
 from rla_gym.curricula.task_pool import FreshTaskPoolCurriculum, TaskPoolCurriculum
 
@@ -20,6 +22,7 @@ CURRICULA: dict[str, type[Curriculum]] = {
     "task-pool-fresh": FreshTaskPoolCurriculum,
     "plr": PrioritizedLevelReplay,
     "learning-progress": LearningProgressCurriculum,
+    "learnability": LearnabilityCurriculum,
 }
 
 __all__ = [
@@ -28,10 +31,15 @@ __all__ = [
     "EpisodeResult",
     "FixedCurriculum",
     "FreshTaskPoolCurriculum",
+    "LearnabilityCurriculum",
     "LearningProgressCurriculum",
     "PrioritizedLevelReplay",
     "RewardModelBalanceCurriculum",
+    "SimulatedLearner",
+    "SimulatedRewardModel",
+    "Simulation",
     "SuccessBandCurriculum",
     "TaskPoolCurriculum",
     "UniformCurriculum",
+    "simulate",
 ]

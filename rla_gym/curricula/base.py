@@ -98,6 +98,14 @@ class Curriculum(abc.ABC):
     def next_task(self, slot: int = 0) -> Task:
         """The task that the env in ``slot`` (its index in a vector env) runs next."""
 
+    def trains_on(self, task: Task) -> bool:
+        """Whether the learner should train on the episode of ``task``, just handed out by :meth:`next_task`.
+
+        False marks a rollout that only informs the curriculum (robust PLR's new levels,
+        learnability's candidate rollouts); adapters ask right after :meth:`next_task`.
+        """
+        return True
+
     def update(self, result: EpisodeResult) -> None:
         """Learn from one finished episode."""
         if result.task.env_id != self.env_id:

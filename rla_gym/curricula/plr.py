@@ -9,7 +9,7 @@ import numpy as np
 from rla_gym.core import Task, check_difficulty
 from rla_gym.curricula.base import Curriculum, EpisodeResult, check_band, check_positive
 
-SCORES = ("positive_value_loss", "value_l1", "rm_error", "external")
+SCORES = ("positive_value_loss", "max_mc", "value_l1", "rm_error", "external")
 
 
 def gae(values: np.ndarray, rewards: np.ndarray, gamma: float, lam: float) -> np.ndarray:
@@ -35,8 +35,16 @@ class PrioritizedLevelReplay(Curriculum):
     counts); a new task enters the buffer if there is room or if it beats the lowest score.
 
     Scores: ``"positive_value_loss"`` (default, mean max(GAE, 0), needs ``value_estimates``),
-    ``"value_l1"`` (mean |GAE|), ``"rm_error"`` (|RM predicted outcome - outcome|, the
-    RLAnything signal as a level score), ``"external"`` (``EpisodeResult.score``).
+    ``"max_mc"`` (mean of the best return ever seen on the task minus V(s_t)), ``"value_l1"``
+    (mean |GAE|), ``"rm_error"`` (|RM predicted outcome - outcome|, the RLAnything signal as a
+    level score), ``"external"`` (``EpisodeResult.score``).
+
+    ``robust=True`` (default) is Robust PLR: the learner trains only on replayed tasks; a new
+    task's episode only scores it (:meth:`trains_on` is False for it), so the policy's
+    gradient follows the curated buffer. ``robust=False`` is the original PLR, which trains on
+    every episode. Defaults (Jiang et al. 2021, "Replay-Guided Adversarial Environment
+    Design"; jaxued's maze PLR): rank prioritisation with temperature 0.3, staleness
+    coefficient 0.3, replay probability 0.5, positive value loss.
 
     Example:
         >>> from rla_gym.curricula import EpisodeResult
@@ -47,7 +55,7 @@ class PrioritizedLevelReplay(Curriculum):
         [0.363, 0.637]
     """
 
-    state_fields = ("levels", "clock")
+    state_fields = ("levels", "clock", "replayed")
 
     def __init__(
         self,
@@ -62,9 +70,14 @@ class PrioritizedLevelReplay(Curriculum):
         gamma: float = 0.99,
         gae_lambda: float = 0.95,
         difficulty_range: tuple[float, float] = (0.0, 1.0),
+        robust: bool = True,
         seed: int = 0,
     ) -> None:
         super().__init__(env_id, seed=seed)
+        if not isinstance(robust, bool):
+            raise TypeError(f"robust must be a bool, got {robust!r}")
+        self.robust = robust
+        self.replayed = 0
         if score not in SCORES:
             raise ValueError(f"score must be one of {SCORES}, got {score!r}")
         self.score = score
@@ -96,16 +109,28 @@ class PrioritizedLevelReplay(Curriculum):
         if full_enough and self.rng.random() < self.replay_prob:
             level = self.levels[int(self.rng.choice(len(self.levels), p=self.sampling_weights()))]
             level["last"] = self.clock
+            self.replayed += 1
             return level["task"]
         return self.new_task(float(self.rng.uniform(self.low, self.high)))
+
+    def trains_on(self, task: Task) -> bool:
+        """Robust PLR trains on replayed tasks only: those in the buffer when handed out."""
+        return not self.robust or any(level["task"] == task for level in self.levels)
 
     def _learn(self, result: EpisodeResult) -> None:
         score = self.episode_score(result)
         for level in self.levels:
             if level["task"] == result.task:
                 level["score"], level["count"] = score, level["count"] + 1
+                level["best"] = max(level.get("best", result.episode_return), result.episode_return)
                 return
-        entry = {"task": result.task, "score": score, "last": self.clock, "count": 1}
+        entry = {
+            "task": result.task,
+            "score": score,
+            "last": self.clock,
+            "count": 1,
+            "best": result.episode_return,
+        }
         if len(self.levels) < self.buffer_size:
             self.levels.append(entry)
             return
@@ -135,6 +160,10 @@ class PrioritizedLevelReplay(Curriculum):
             raise ValueError(
                 f"value_estimates ({values.size}) and rewards ({rewards.size}) must match and be non-empty"
             )
+        if self.score == "max_mc":
+            known = next((level.get("best") for level in self.levels if level["task"] == result.task), None)
+            best = result.episode_return if known is None else max(known, result.episode_return)
+            return float(np.mean(best - values))
         advantages = gae(values, rewards, self.gamma, self.gae_lambda)
         if self.score == "positive_value_loss":
             return float(np.maximum(advantages, 0.0).mean())
@@ -148,4 +177,5 @@ class PrioritizedLevelReplay(Curriculum):
             "buffer_fill": len(self.levels) / self.buffer_size,
             "score_mean": float(np.mean(scores)) if scores else float("nan"),
             "buffer_difficulty_mean": float(np.mean(difficulties)) if difficulties else float("nan"),
+            "replayed": self.replayed,
         }

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from rla_gym.core import Task, check_difficulty
 from rla_gym.curricula.base import Curriculum, EpisodeResult, check_band, check_positive
 from rla_gym.stats import error_statistics
@@ -28,6 +30,24 @@ class TaskPoolCurriculum(Curriculum):
     a pool of a few slots and fixed seeds the policy trains on ``pool_size`` tasks and can
     memorise them (measured in ``docs/results.md``).
 
+    **The data set** (``dataset_size``, default 1000; ``None`` for a fixed pool). As in the
+    paper, the pool's slots are the tasks of the current round, drawn from a large data set
+    of ``dataset_size`` training tasks (seeds; at ``start`` when given, else at difficulties
+    spread evenly over ``bounds``, as a benchmark's tasks differ). A slot keeps its task while
+    the task is being adapted; once its accuracy lies inside the band (or it cannot move
+    further, or ``max_tries`` proposals in a row were rejected) the slot draws another task
+    from the data set. An accepted variant replaces its original in the data set. With
+    ``dataset_size=None`` the ``pool_size`` tasks drawn at start stay for the whole run, and
+    the policy can memorise them (measured in ``docs/results.md``).
+
+    **Step search** (``escalate=True``, default): a rejected proposal that did not go far
+    enough (a harder one still solved as often, an easier one still unsolved or no more
+    solved) doubles the slot's next step; one that overshot the band (harder: acc' below
+    alpha_low; easier: acc' above alpha_high) halves it; an acceptance resets it. So a slot
+    whose first variant is still unsolvable (acc' = 0) keeps moving instead of proposing the
+    same variant forever; the paper's environment model has several tries and free-form
+    edits for the same purpose. ``escalate=False`` keeps one step size.
+
     Variants stay within ``bounds``. Step size: ``step`` by default. With
     ``rm_scaled_step=True`` and RM predictions on the judged rollouts, the step becomes
     step * (2 - balance) of the RM's outcome errors on that task (at most 2 * step):
@@ -36,7 +56,8 @@ class TaskPoolCurriculum(Curriculum):
 
     Example:
         >>> from rla_gym.curricula import EpisodeResult
-        >>> c = TaskPoolCurriculum("RLA-TextNav-v0", pool_size=1, rollouts_per_task=2, step=0.25)
+        >>> c = TaskPoolCurriculum("RLA-TextNav-v0", pool_size=1, rollouts_per_task=2, step=0.25,
+        ...                        dataset_size=None)  # one fixed task
         >>> for _ in range(2):  # acc = 1.0 >= 0.8: a harder variant is proposed
         ...     c.update(EpisodeResult(c.next_task(), 1, 1.0, 3))
         >>> for outcome in (1, -1):  # acc' = 0.5: in [0.2, 1.0) and > 0, accepted
@@ -45,20 +66,23 @@ class TaskPoolCurriculum(Curriculum):
         (0.25, 1)
     """
 
-    state_fields = ("slots", "history", "accepted", "rejected", "stale")
+    state_fields = ("slots", "history", "accepted", "rejected", "stale", "dataset", "draws")
 
     def __init__(
         self,
         env_id: str,
         *,
-        pool_size: int = 8,
+        pool_size: int = 16,
         rollouts_per_task: int = 8,
-        start: float = 0.0,
+        start: float | None = None,
         step: float = 0.1,
         alpha_low: float = 0.2,
         alpha_high: float = 0.8,
         rm_scaled_step: bool = False,
         fresh_seeds: bool = False,
+        dataset_size: int | None = 1000,
+        escalate: bool = True,
+        max_tries: int = 8,
         bounds: tuple[float, float] = (0.0, 1.0),
         seed: int = 0,
     ) -> None:
@@ -72,18 +96,43 @@ class TaskPoolCurriculum(Curriculum):
         if not isinstance(fresh_seeds, bool):
             raise TypeError(f"fresh_seeds must be a bool, got {fresh_seeds!r}")
         self.fresh_seeds = fresh_seeds
-        start = check_difficulty(start, "start")
-        if not self.low <= start <= self.high:
-            raise ValueError(f"start must lie within bounds {bounds!r}, got {start!r}")
+        for name, flag in (("escalate", escalate),):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{name} must be a bool, got {flag!r}")
+        self.escalate = escalate
+        self.max_tries = check_positive(max_tries, "max_tries", integer=True)
+        if start is not None:
+            start = check_difficulty(start, "start")
+            if not self.low <= start <= self.high:
+                raise ValueError(f"start must lie within bounds {bounds!r}, got {start!r}")
+        #: The data set's tasks (an accepted variant replaces its original); empty for a fixed pool.
+        self.dataset: list[Task] = []
+        if dataset_size is not None and not fresh_seeds:
+            size = check_positive(dataset_size, "dataset_size", integer=True)
+            if size < self.pool_size:
+                raise ValueError(f"dataset_size must be >= pool_size {self.pool_size}, got {size}")
+            levels = [start] * size if start is not None else np.linspace(self.low, self.high, size).tolist()
+            self.dataset = [self.new_task(level) for level in self.rng.permutation(levels)]
+        self.draws = 0
         self.slots: list[dict[str, Any]] = []
         for _ in range(self.pool_size):
-            task = self.new_task(start)
-            self.slots.append(
-                {"active": task, "acc": None, "phase": task, "direction": 0, "base_acc": None,
-                 "outcomes": [], "predictions": [], "assigned": 0, "served": 0, "issued": []}
-            )  # fmt: skip
+            slot: dict[str, Any] = {"served": 0}
+            self._fill(slot, self.new_task(self.low if start is None else start))
+            self.slots.append(slot)
         self.history: list[dict[str, Any]] = []
         self.accepted = self.rejected = self.stale = 0
+
+    def _fill(self, slot: dict[str, Any], task: Task) -> None:
+        """Give ``slot`` a new active task: the next data set draw, or ``task`` for a fixed pool."""
+        index = None
+        if self.dataset:
+            held = {other.get("index") for other in getattr(self, "slots", ()) if other is not slot}
+            index = int(self.rng.integers(len(self.dataset)))
+            while index in held:  # two slots on one task could not tell their rollouts apart
+                index = int(self.rng.integers(len(self.dataset)))
+            task, self.draws = self.dataset[index], self.draws + 1
+        slot.update(active=task, index=index, acc=None, rejections=0, scale=1.0)
+        self._start_round(slot, task, 0, None)
 
     def next_task(self, slot: int = 0) -> Task:
         # a slot whose round still needs rollouts first, then the one served least overall; the
@@ -123,16 +172,21 @@ class TaskPoolCurriculum(Curriculum):
 
     def _judge(self, slot: dict[str, Any]) -> None:
         acc = sum(o == 1 for o in slot["outcomes"]) / self.rollouts
-        step = self._step_size(slot)
+        step = self._step_size(slot) * slot["scale"]
         active = slot["active"]
         if slot["direction"] == 0:
             slot["acc"] = acc
-            if acc >= self.alpha_high and active.difficulty < self.high:
-                self._propose(slot, min(active.difficulty + step, self.high), +1, acc)
+            if slot["rejections"] < self.max_tries or not self.dataset:
+                if acc >= self.alpha_high and active.difficulty < self.high:
+                    self._propose(slot, min(active.difficulty + step, self.high), +1, acc)
+                    return
+                if acc <= self.alpha_low and active.difficulty > self.low:
+                    self._propose(slot, max(active.difficulty - step, self.low), -1, acc)
+                    return
+            if self.dataset:  # in the band, or as far as it can go: the slot moves on
+                self._fill(slot, active)
                 return
-            if acc <= self.alpha_low and active.difficulty > self.low:
-                self._propose(slot, max(active.difficulty - step, self.low), -1, acc)
-                return
+            slot.update(rejections=0, scale=1.0)
         else:
             base = slot["base_acc"]
             if slot["direction"] > 0:
@@ -144,9 +198,15 @@ class TaskPoolCurriculum(Curriculum):
                  "acc": base, "new_acc": acc, "accepted": accept, "episode": self.episodes}
             )  # fmt: skip
             if accept:
-                slot["active"], slot["acc"] = slot["phase"], acc
+                slot.update(active=slot["phase"], acc=acc, rejections=0, scale=1.0)
+                if slot["index"] is not None:
+                    self.dataset[slot["index"]] = slot["phase"]
                 self.accepted += 1
             else:
+                overshot = acc < self.alpha_low if slot["direction"] > 0 else acc > self.alpha_high
+                if self.escalate:
+                    slot["scale"] = min(max(slot["scale"] * (0.5 if overshot else 2.0), 0.125), 1024.0)
+                slot["rejections"] += 1
                 self.rejected += 1
         self._start_round(slot, slot["active"], 0, None)
 
@@ -180,6 +240,7 @@ class TaskPoolCurriculum(Curriculum):
             "pool_difficulty_min": min(difficulties),
             "pool_difficulty_max": max(difficulties),
             "slot_accuracy_mean": sum(accs) / len(accs) if accs else float("nan"),
+            **({"dataset_draws": self.draws} if self.dataset else {}),
         }
 
 

@@ -1,0 +1,113 @@
+"""Sampling For Learnability (SFL; Rutherford et al. 2024): train where p (1 - p) is largest."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rla_gym.core import Task, check_difficulty
+from rla_gym.curricula.base import Curriculum, EpisodeResult, check_band, check_positive
+
+
+class LearnabilityCurriculum(Curriculum):
+    """Estimate each candidate task's success p from a few rollouts; train on the highest p (1 - p).
+
+    At the start and then after every ``interval`` training episodes it draws ``candidates``
+    new tasks with difficulty ~ U(``bounds``) and hands each out ``rollouts`` times as an
+    evaluation rollout (:meth:`trains_on` is False: the learner does not train on it). Once
+    every candidate's rollouts are in, the ``buffer_size`` candidates with the highest
+    learnability p (1 - p) become the buffer. A training task is a buffered one (uniformly)
+    with probability ``buffer_share``, else a fresh task ~ U(``bounds``), as SFL mixes its
+    buffer with new levels. Sources: the SFL paper and its MiniGrid config
+    (``sfl/train/config/minigrid-sfl.yaml``: buffer of the top levels, half of each batch
+    from it); our sizes are scaled to runs of a few thousand episodes.
+
+    Example:
+        >>> from rla_gym.curricula import EpisodeResult
+        >>> c = LearnabilityCurriculum("RLA-TextNav-v0", candidates=2, rollouts=2, buffer_size=1)
+        >>> tasks = [c.next_task() for _ in range(4)]  # the evaluation rollouts come first
+        >>> [c.trains_on(t) for t in tasks]
+        [False, False, False, False]
+        >>> for task, outcome in zip(tasks, (1, -1, 1, 1)):  # p = 1/2 for one, 1 for the other
+        ...     c.update(EpisodeResult(task, outcome, 0.0, 5))
+        >>> c.buffer == [tasks[0]]
+        True
+    """
+
+    state_fields = ("queue", "evaluating", "buffer", "since_refresh", "refreshes")
+
+    def __init__(
+        self,
+        env_id: str,
+        *,
+        candidates: int = 32,
+        rollouts: int = 4,
+        buffer_size: int = 8,
+        buffer_share: float = 0.5,
+        interval: int = 256,
+        bounds: tuple[float, float] = (0.0, 1.0),
+        seed: int = 0,
+    ) -> None:
+        super().__init__(env_id, seed=seed)
+        self.low, self.high = check_band(*bounds, ("bounds[0]", "bounds[1]"))
+        self.candidates = check_positive(candidates, "candidates", integer=True)
+        self.rollouts = check_positive(rollouts, "rollouts", integer=True)
+        self.buffer_size = check_positive(buffer_size, "buffer_size", integer=True)
+        self.buffer_share = check_difficulty(buffer_share, "buffer_share")
+        self.interval = check_positive(interval, "interval", integer=True)
+        self.queue: list[Task] = []  # evaluation rollouts still to hand out
+        self.evaluating: dict[Task, list[int]] = {}  # candidate -> outcomes so far
+        self.buffer: list[Task] = []
+        self.since_refresh = 0
+        self.refreshes = 0
+        self._sample_candidates()
+
+    def _sample_candidates(self) -> None:
+        fresh = [self._fresh() for _ in range(self.candidates)]
+        self.evaluating = {task: [] for task in fresh}
+        self.queue = [task for task in fresh for _ in range(self.rollouts)]
+        self.since_refresh = 0
+
+    def _fresh(self) -> Task:
+        return self.new_task(float(self.rng.uniform(self.low, self.high)))
+
+    def next_task(self, slot: int = 0) -> Task:
+        if self.queue:
+            return self.queue.pop(0)
+        if self.buffer and self.rng.random() < self.buffer_share:
+            return self.buffer[int(self.rng.integers(len(self.buffer)))]
+        return self._fresh()
+
+    def trains_on(self, task: Task) -> bool:
+        """Candidates' rollouts only estimate p; the learner trains on the rest."""
+        return task not in self.evaluating
+
+    def _learn(self, result: EpisodeResult) -> None:
+        outcomes = self.evaluating.get(result.task)
+        if outcomes is None:
+            self.since_refresh += 1
+            if self.since_refresh >= self.interval and not self.evaluating:
+                self._sample_candidates()
+            return
+        if len(outcomes) < self.rollouts:
+            outcomes.append(result.outcome)
+        if all(len(o) == self.rollouts for o in self.evaluating.values()):
+            self.buffer = sorted(self.evaluating, key=lambda t: -self.learnability(self.evaluating[t]))[
+                : self.buffer_size
+            ]
+            self.evaluating = {}
+            self.refreshes += 1
+
+    @staticmethod
+    def learnability(outcomes: list[int]) -> float:
+        """p (1 - p) of a candidate's outcomes."""
+        p = sum(o == 1 for o in outcomes) / len(outcomes)
+        return p * (1.0 - p)
+
+    def metrics(self) -> dict[str, Any]:
+        difficulties = [task.difficulty for task in self.buffer]
+        return {
+            **super().metrics(),
+            "refreshes": self.refreshes,
+            "buffer_difficulty_mean": sum(difficulties) / len(difficulties) if difficulties else float("nan"),
+            "evaluating": float(bool(self.evaluating)),
+        }
