@@ -31,12 +31,16 @@ def test_write_your_own_curriculum_tutorial_runs() -> None:
     import re
 
     page = (ROOT / "docs" / "curricula" / "custom.md").read_text()
-    (code,) = re.findall(r"```python\n(.*?)```", page, flags=re.S)
+    code, proof = re.findall(r"```python\n(.*?)```", page, flags=re.S)
     assert len(code.strip().splitlines()) <= 30
     namespace: dict = {}
     exec(compile(code, "custom.md", "exec"), namespace)
     assert namespace["env"].curriculum.difficulty >= 0.5  # the oracle always succeeds: it climbs
     assert namespace["env"].curriculum.state_dict()["streak"] in (0, 1, 2)
+    exec(compile(proof, "custom.md", "exec"), namespace)
+    report = namespace["report"]
+    assert 0.7 < report["success_mean"] < 0.85  # three up, one down: near 0.79, as the page says
+    assert report["skill_gain"] > 0.3 and report["skill_correlation"] > 0.5
 
 
 def test_policies_page_example_runs() -> None:
