@@ -40,6 +40,7 @@ from stable_baselines3.common.utils import obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs, VecEnvStepReturn
 
+from agents.curriculum import CurriculumVecEnv, MaskedSamples
 from agents.reward_model import PRMTrainer, ProcessRewardModel, evaluate_prm
 from agents.trajectories import Trajectory
 from rla_gym.core import check_difficulty
@@ -276,8 +277,10 @@ class RLAnythingCallback(BaseCallback):
         *,
         prm_epochs: int = 1,
         prm_replay: int = 1,
+        curriculum_env: CurriculumVecEnv | None = None,
     ) -> None:
         super().__init__(verbose)
+        self.curriculum_env = curriculum_env
         for name, value in (("prm_epochs", prm_epochs), ("prm_replay", prm_replay)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
@@ -314,9 +317,26 @@ class RLAnythingCallback(BaseCallback):
         assert model._last_episode_starts is not None
         buffer.compute_returns_and_advantage(last_values=last_values, dones=model._last_episode_starts)
 
+    def _mask_samples(self, mask: np.ndarray) -> None:
+        """Keep the steps of episodes the curriculum does not train on out of the update."""
+        buffer = cast(OnPolicyAlgorithm, self.model).rollout_buffer
+        if mask.shape != buffer.rewards.shape:
+            raise RuntimeError(
+                f"sample mask of shape {mask.shape} does not match SB3's buffer {buffer.rewards.shape}"
+            )
+        if isinstance(buffer, MaskedSamples):
+            buffer.sample_mask = mask
+        elif not mask.all():
+            raise RuntimeError(
+                "the curriculum masks samples, but the rollout buffer is not a MaskedSamples one"
+            )
+        self.logger.record("loop/trained_share", float(mask.mean()))
+
     def _on_rollout_end(self) -> None:
         if self.reward_env.deferred:
             self._add_process_rewards()
+        if self.curriculum_env is not None:
+            self._mask_samples(self.curriculum_env.drain_sample_mask())
         trajectories = self.reward_env.drain()
         if not trajectories:
             return
@@ -430,10 +450,19 @@ def validate_settings(settings: LoopSettings) -> None:
 
 def _algorithm(settings: LoopSettings, venv: VecEnv) -> Any:
     from stable_baselines3 import A2C, PPO
+    from stable_baselines3.common.buffers import DictRolloutBuffer
 
+    from agents.curriculum import masked_buffer_class
     from agents.policies import MaskableTokenPolicy, TokenPolicy
 
+    if settings.algo == "maskable-ppo":
+        from sb3_contrib.common.maskable.buffers import MaskableDictRolloutBuffer
+
+        buffer: type = MaskableDictRolloutBuffer
+    else:
+        buffer = DictRolloutBuffer
     common: dict[str, Any] = {
+        "rollout_buffer_class": masked_buffer_class(buffer),
         "n_steps": settings.n_steps,
         "seed": settings.seed,
         "device": settings.device,
@@ -480,7 +509,6 @@ def build_loop(settings: LoopSettings) -> tuple[Any, RLAnythingCallback]:
     """
     from stable_baselines3.common.env_util import make_vec_env
 
-    from agents.curriculum import CurriculumVecEnv
     from rla_gym.curricula import CURRICULA, FixedCurriculum
 
     validate_settings(settings)
@@ -507,6 +535,7 @@ def build_loop(settings: LoopSettings) -> tuple[Any, RLAnythingCallback]:
     if prm is not None and settings.mode in TRAINED_RM_MODES:
         trainer = PRMTrainer(prm, settings.objective, lam=settings.lam, m=settings.m, seed=settings.seed)
     callback = RLAnythingCallback(
-        reward_env, trainer, curriculum, prm_epochs=settings.prm_epochs, prm_replay=settings.prm_replay
-    )
+        reward_env, trainer, curriculum, prm_epochs=settings.prm_epochs, prm_replay=settings.prm_replay,
+        curriculum_env=top,
+    )  # fmt: skip
     return model, callback

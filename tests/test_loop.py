@@ -177,8 +177,11 @@ def test_rm_only_mode_rewards_process_without_outcome_and_trains_the_rm() -> Non
 
 @pytest.mark.parametrize(
     "curriculum",
-    ["uniform", "success-band", "rm-balance", "task-pool", "task-pool-fresh", "plr", "learning-progress"],
-)
+    [
+        "uniform", "success-band", "rm-balance", "task-pool", "task-pool-fresh", "plr", "learning-progress",
+        "learnability",
+    ],
+)  # fmt: skip
 def test_max_difficulty_bounds_every_curriculum(curriculum: str) -> None:
     from agents.loop import curriculum_kwargs
     from rla_gym.curricula import CURRICULA
@@ -289,3 +292,40 @@ def test_oracle_potential_rewards_telescope_over_each_episode() -> None:
         IntegratedRewardVecEnv(
             venv, ProcessRewardModel.for_env(venv.envs[0], device="cpu"), mode="oracle-potential"
         )
+
+
+def test_masked_buffer_yields_only_the_trained_on_samples() -> None:
+    from stable_baselines3.common.buffers import DictRolloutBuffer
+
+    from agents.curriculum import masked_buffer_class
+
+    venv = make_vec_env("RLA-TextNav-v0", n_envs=2, seed=0)
+    buffer = masked_buffer_class(DictRolloutBuffer)(8, venv.observation_space, venv.action_space, n_envs=2)
+    for t in range(8):  # sample (t, env) carries the action 10 * t + env
+        obs = {k: np.zeros((2, *space.shape)) for k, space in venv.observation_space.spaces.items()}
+        buffer.add(obs, np.array([[10 * t], [10 * t + 1]]), np.zeros(2), np.zeros(2, dtype=bool),
+                   torch.zeros(2), torch.zeros(2))  # fmt: skip
+    buffer.compute_returns_and_advantage(torch.zeros(2), np.zeros(2, dtype=bool))
+    mask = np.zeros((8, 2), dtype=bool)
+    mask[2:5, 0] = mask[6, 1] = True
+    buffer.sample_mask = mask
+    actions = sorted(int(a) for batch in buffer.get(3) for a in batch.actions.flatten())
+    assert actions == [20, 30, 40, 61]
+    buffer.sample_mask = np.zeros((8, 2), dtype=bool)  # nothing to train on: zero advantages
+    (batch,) = list(buffer.get(3))
+    assert torch.all(batch.advantages == 0) and torch.equal(batch.returns, batch.old_values)
+    buffer.reset()
+    assert buffer.sample_mask is None
+
+
+def test_robust_plr_keeps_new_levels_out_of_the_update() -> None:
+    settings = LoopSettings(curriculum="plr", n_envs=2, n_steps=128, seed=0, device="cpu")
+    model, callback = build_loop(settings)
+    model.learn(1024, callback=callback)
+    mask = model.rollout_buffer.sample_mask
+    assert mask is not None and mask.shape == (128, 2)
+    assert not mask.all()  # new levels' steps are masked: PLR trains on replays only
+    curriculum = callback.curriculum
+    replayed = {level["task"] for level in curriculum.levels}
+    running = callback.curriculum_env.running
+    assert [curriculum.trains_on(t) for t in running] == [t in replayed for t in running]
