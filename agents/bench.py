@@ -58,7 +58,16 @@ class BenchSettings:
     envs: tuple[str, ...] = _help("registered env ids", ("RLA-TextNav-v0",))
     strategies: tuple[str, ...] = _help(
         "curricula compared under mode env",
-        ("fixed", "uniform", "success-band", "rm-balance", "task-pool", "plr", "learning-progress"),
+        (
+            "fixed",
+            "uniform",
+            "success-band",
+            "rm-balance",
+            "task-pool",
+            "plr",
+            "learning-progress",
+            "learnability",
+        ),
     )
     modes: tuple[str, ...] = _help(
         "loop modes (env runs every strategy; the others train at --difficulty)", ("env",)

@@ -379,7 +379,9 @@ class LoopSettings:
     mode: str = described(
         "env", f"ablation row: {', '.join(MODES)} (the oracle modes use exact labels: not the method)"
     )
-    curriculum: str = described("task-pool", "curriculum strategy (mode env)")
+    curriculum: str = described(
+        "task-pool-fresh", "curriculum strategy (mode env; the default keeps the paper's task-pool rule)"
+    )
     objective: str = described("value-difference", "PRM objective (outcome-only)")
     lam: float = described(1.0, "lambda: weight of the process part of the reward")
     m: int = described(3, "PRM votes per step")
