@@ -126,7 +126,7 @@ class TaskPoolCurriculum(Curriculum):
         """Give ``slot`` a new active task: the next data set draw, or ``task`` for a fixed pool."""
         index = None
         if self.dataset:
-            held = {other.get("index") for other in getattr(self, "slots", ()) if other is not slot}
+            held = {other["index"] for other in self.slots if other is not slot}
             index = int(self.rng.integers(len(self.dataset)))
             while index in held:  # two slots on one task could not tell their rollouts apart
                 index = int(self.rng.integers(len(self.dataset)))
