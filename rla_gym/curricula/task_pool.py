@@ -96,9 +96,8 @@ class TaskPoolCurriculum(Curriculum):
         if not isinstance(fresh_seeds, bool):
             raise TypeError(f"fresh_seeds must be a bool, got {fresh_seeds!r}")
         self.fresh_seeds = fresh_seeds
-        for name, flag in (("escalate", escalate),):
-            if not isinstance(flag, bool):
-                raise TypeError(f"{name} must be a bool, got {flag!r}")
+        if not isinstance(escalate, bool):
+            raise TypeError(f"escalate must be a bool, got {escalate!r}")
         self.escalate = escalate
         self.max_tries = check_positive(max_tries, "max_tries", integer=True)
         if start is not None:
