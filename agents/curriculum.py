@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
-from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
+from stable_baselines3.common.logger import Logger
+from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
+from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper, unwrap_vec_wrapper
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs, VecEnvStepReturn
 
 from rla_gym.core import Task
-from rla_gym.curricula.base import Curriculum
+from rla_gym.curricula.base import Curriculum, EpisodeResult
 from rla_gym.wrappers.curriculum import episode_result
+
+#: Steps per env a deferring adapter holds results for before it asks for its rollout end.
+MAX_DEFERRED_STEPS = 2**20
 
 
 class CurriculumVecEnv(VecEnvWrapper):
@@ -25,6 +31,12 @@ class CurriculumVecEnv(VecEnvWrapper):
     wants trained on (``Curriculum.trains_on``); :meth:`drain_sample_mask` hands that to
     the trainer (:class:`MaskedSamples`).
 
+    A curriculum that scores episodes with the learner's value estimates
+    (``Curriculum.needs_values``: PLR's positive value loss, MaxMC) gets its results at the
+    end of each rollout instead, with ``value_estimates`` and ``rewards`` taken from the
+    trainer's rollout buffer (:meth:`flush_updates`; an episode that spans rollouts gets all
+    its steps). :class:`CurriculumLoggingCallback` and the loop's callback call it.
+
     Example:
         >>> import rla_gym
         >>> from stable_baselines3.common.env_util import make_vec_env
@@ -36,9 +48,18 @@ class CurriculumVecEnv(VecEnvWrapper):
         [0.4, 0.4]
     """
 
-    def __init__(self, venv: VecEnv, curriculum: Curriculum) -> None:
+    def __init__(self, venv: VecEnv, curriculum: Curriculum, *, defer_updates: bool | None = None) -> None:
         super().__init__(venv)
+        if defer_updates is not None and not isinstance(defer_updates, bool):
+            raise TypeError(f"defer_updates must be a bool or None, got {defer_updates!r}")
         self.curriculum = curriculum
+        #: Hold finished episodes back until :meth:`flush_updates` (default: ``curriculum.needs_values``).
+        self.defer_updates = curriculum.needs_values if defer_updates is None else defer_updates
+        self._t = 0  # steps since the last rollout end
+        self._pending: list[tuple[int, int, EpisodeResult]] = []  # (env, step, result), in step order
+        self._start = np.zeros(self.num_envs, dtype=np.int64)  # where each running episode began this rollout
+        empty = np.zeros(0)
+        self._carry = [(empty, empty) for _ in range(self.num_envs)]  # its values, rewards of past rollouts
         self.running: list[Task] = []
         self.queued: list[Task] = []
         self._returns = np.zeros(self.num_envs)
@@ -67,6 +88,8 @@ class CurriculumVecEnv(VecEnvWrapper):
         self._returns[:] = 0
         self._lengths[:] = 0
         self._mask = []
+        self._t, self._pending, self._start[:] = 0, [], 0  # a reset abandons the rollout under way
+        self._carry = [(np.zeros(0), np.zeros(0)) for _ in range(self.num_envs)]
         return obs
 
     def step_wait(self) -> VecEnvStepReturn:
@@ -75,15 +98,60 @@ class CurriculumVecEnv(VecEnvWrapper):
         self._mask.append(self._trains.copy())
         self._returns += rewards
         self._lengths += 1
-        for i in np.flatnonzero(dones):
-            self.curriculum.update(
-                episode_result(self.running[i], infos[i], self._returns[i], self._lengths[i])
+        if self.defer_updates and self._t >= MAX_DEFERRED_STEPS:
+            raise RuntimeError(
+                f"{self._t} steps without a rollout end: a curriculum that needs value estimates "
+                "learns only through flush_updates (CurriculumLoggingCallback calls it)"
             )
+        for i in np.flatnonzero(dones):
+            result = episode_result(self.running[i], infos[i], self._returns[i], self._lengths[i])
+            if self.defer_updates:
+                self._pending.append((int(i), self._t, result))
+            else:
+                self.curriculum.update(result)
             self._returns[i] = self._lengths[i] = 0
             self.running[i], self._trains[i] = self.queued[i], self._trains_queued[i]
             self._check(int(i), self.venv.reset_infos[i]["task_id"])  # the episode SB3 just started
             self.queued[i], self._trains_queued[i] = self._draw(int(i))
+        self._t += 1
         return obs, rewards, dones, infos
+
+    def flush_updates(self, values: np.ndarray, rewards: np.ndarray) -> int:
+        """End of a rollout: report the held-back episodes with their values and rewards.
+
+        ``values`` and ``rewards`` have shape (steps since the last call, n_envs): V(s_t) and
+        the rewards the learner trained on (SB3's ``rollout_buffer.values`` and ``.rewards``).
+        Returns the number of episodes reported; without deferral there are none.
+        """
+        values, rewards = np.asarray(values, dtype=np.float64), np.asarray(rewards, dtype=np.float64)
+        expected = (self._t, self.num_envs)
+        if values.shape != expected or rewards.shape != expected:
+            raise ValueError(
+                f"values {values.shape} and rewards {rewards.shape} must have shape {expected} "
+                "(steps since the last rollout end, n_envs)"
+            )
+        for i, t, result in self._pending:
+            start = self._start[i]
+            past_values, past_rewards = self._carry[i]
+            episode_values = np.concatenate([past_values, values[start : t + 1, i]])
+            episode_rewards = np.concatenate([past_rewards, rewards[start : t + 1, i]])
+            if episode_values.size != result.length:
+                raise RuntimeError(
+                    f"env {i}: {episode_values.size} values for an episode of {result.length} steps"
+                )
+            self.curriculum.update(
+                dataclasses.replace(result, value_estimates=episode_values, rewards=episode_rewards)
+            )
+            self._carry[i], self._start[i] = (np.zeros(0), np.zeros(0)), t + 1
+        for i in range(self.num_envs):  # the running episodes continue in the next rollout
+            past_values, past_rewards = self._carry[i]
+            self._carry[i] = (
+                np.concatenate([past_values, values[self._start[i] :, i]]),
+                np.concatenate([past_rewards, rewards[self._start[i] :, i]]),
+            )
+        reported = len(self._pending)
+        self._t, self._pending, self._start[:] = 0, [], 0
+        return reported
 
     def drain_sample_mask(self) -> np.ndarray:
         """(steps, n_envs): whether each step since the last call belongs to a trained-on episode."""
@@ -100,8 +168,38 @@ class CurriculumVecEnv(VecEnvWrapper):
         return self.curriculum.metrics()
 
 
+def finish_curriculum_rollout(model: OnPolicyAlgorithm, adapter: CurriculumVecEnv, logger: Logger) -> None:
+    """Rollout end: deliver held-back results with the buffer's values, then mask the samples.
+
+    Runs after the buffer's rewards are final (the loop adds its process rewards first). Logs
+    ``loop/trained_share``, the share of the rollout's steps the update trains on.
+    """
+    buffer = model.rollout_buffer
+    if adapter.defer_updates:
+        adapter.flush_updates(buffer.values, buffer.rewards)
+    mask = adapter.drain_sample_mask()
+    if mask.shape != buffer.rewards.shape:
+        raise RuntimeError(
+            f"sample mask of shape {mask.shape} does not match SB3's buffer {buffer.rewards.shape}"
+        )
+    if isinstance(buffer, MaskedSamples):
+        buffer.sample_mask = mask
+    elif not mask.all():
+        raise RuntimeError(
+            "the curriculum masks samples (Curriculum.trains_on), but the rollout buffer is not a "
+            "MaskedSamples one: pass rollout_buffer_class=masked_buffer_class(RolloutBuffer)"
+        )
+    logger.record("loop/trained_share", float(mask.mean()))
+
+
 class CurriculumLoggingCallback(BaseCallback):
-    """Records the curriculum's metrics under ``curriculum/`` at the end of each rollout."""
+    """Connects a curriculum to an on-policy SB3 algorithm at the end of each rollout.
+
+    If the algorithm's env contains a :class:`CurriculumVecEnv`, it hands that adapter the
+    rollout buffer's values (for curricula that score with them) and keeps the steps the
+    curriculum does not train on out of the update (:class:`MaskedSamples`). It then records
+    the curriculum's metrics under ``curriculum/``.
+    """
 
     def __init__(self, curriculum: Curriculum, verbose: int = 0) -> None:
         super().__init__(verbose)
@@ -111,6 +209,9 @@ class CurriculumLoggingCallback(BaseCallback):
         return True
 
     def _on_rollout_end(self) -> None:
+        adapter = unwrap_vec_wrapper(self.training_env, CurriculumVecEnv)
+        if isinstance(adapter, CurriculumVecEnv) and isinstance(self.model, OnPolicyAlgorithm):
+            finish_curriculum_rollout(self.model, adapter, self.logger)
         for key, value in self.curriculum.metrics().items():
             self.logger.record(f"curriculum/{key}", value)
 

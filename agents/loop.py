@@ -40,7 +40,7 @@ from stable_baselines3.common.utils import obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs, VecEnvStepReturn
 
-from agents.curriculum import CurriculumVecEnv, MaskedSamples
+from agents.curriculum import CurriculumVecEnv, finish_curriculum_rollout
 from agents.reward_model import PRMTrainer, ProcessRewardModel, evaluate_prm
 from agents.trajectories import Trajectory
 from rla_gym.core import check_difficulty
@@ -317,26 +317,11 @@ class RLAnythingCallback(BaseCallback):
         assert model._last_episode_starts is not None
         buffer.compute_returns_and_advantage(last_values=last_values, dones=model._last_episode_starts)
 
-    def _mask_samples(self, mask: np.ndarray) -> None:
-        """Keep the steps of episodes the curriculum does not train on out of the update."""
-        buffer = cast(OnPolicyAlgorithm, self.model).rollout_buffer
-        if mask.shape != buffer.rewards.shape:
-            raise RuntimeError(
-                f"sample mask of shape {mask.shape} does not match SB3's buffer {buffer.rewards.shape}"
-            )
-        if isinstance(buffer, MaskedSamples):
-            buffer.sample_mask = mask
-        elif not mask.all():
-            raise RuntimeError(
-                "the curriculum masks samples, but the rollout buffer is not a MaskedSamples one"
-            )
-        self.logger.record("loop/trained_share", float(mask.mean()))
-
     def _on_rollout_end(self) -> None:
         if self.reward_env.deferred:
             self._add_process_rewards()
         if self.curriculum_env is not None:
-            self._mask_samples(self.curriculum_env.drain_sample_mask())
+            finish_curriculum_rollout(cast(OnPolicyAlgorithm, self.model), self.curriculum_env, self.logger)
         trajectories = self.reward_env.drain()
         if not trajectories:
             return
@@ -496,8 +481,8 @@ def curriculum_kwargs(name: str, max_difficulty: float) -> dict[str, Any]:
         return {"bounds": (0.0, top)}
     if name == "rm-balance":
         return {"bounds": (min(0.1, top / 2), top)}
-    if name == "plr":  # PLR's default score needs value estimates, which the adapter lacks: RM error
-        return {"score": "rm_error", "difficulty_range": (0.0, top)}
+    if name == "plr":  # its default score, the positive value loss, reads the trainer's buffer
+        return {"difficulty_range": (0.0, top)}
     if name in CURRICULA and "bounds" in inspect.signature(CURRICULA[name]).parameters:
         return {"bounds": (0.0, top)}
     return {}

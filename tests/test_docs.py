@@ -71,3 +71,16 @@ def test_every_curriculum_has_a_page() -> None:
     for name, cls in CURRICULA.items():
         assert f"{cls.__name__}: curricula/{name}.md" in nav
         assert (ROOT / "docs" / "curricula" / f"{name}.md").exists()
+
+
+def test_plr_page_example_scores_levels_with_ppos_values() -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    page = (ROOT / "docs" / "curricula" / "plr.md").read_text()
+    (code,) = re.findall(r"```python\n(.*?)```", page, flags=re.S)
+    namespace: dict = {}
+    exec(compile(code, "plr.md", "exec"), namespace)
+    plr = namespace["plr"]
+    assert plr.episodes > 5 and len(plr.levels) > 1
+    assert max(level["score"] for level in plr.levels) > 0

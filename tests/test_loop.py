@@ -83,12 +83,23 @@ def test_loop_runs_on_other_on_policy_algorithms(algo: str, encoder: str) -> Non
     assert model.num_timesteps >= 512 and {"rm/balance", "rm/p_over"} <= set(callback.history[-1])
 
 
-def test_plr_and_the_consistency_objective_work_inside_the_loop() -> None:
-    # PLR scores by RM error (the adapter has no value estimates); the consistency filter groups
-    # fresh-seed tasks by difficulty, so it has data even though no task repeats
+def test_plr_scores_with_the_trainers_values_and_integrated_rewards_inside_the_loop() -> None:
     model, callback = build_loop(LoopSettings(curriculum="plr", n_envs=2, n_steps=256, device="cpu"))
+    plr = callback.curriculum
+    assert plr.score == "positive_value_loss" and callback.curriculum_env.defer_updates
+    results = []
+    learn = plr._learn
+    plr._learn = lambda result: (results.append(result), learn(result))  # type: ignore[method-assign]
     model.learn(1024, callback=callback)
-    assert callback.curriculum.levels
+    assert len(results) == plr.episodes > 10
+    assert all(r.value_estimates is not None and r.value_estimates.size == r.length for r in results)
+    # the rewards PLR scores with are the buffer's: the process votes on every step, not only O
+    assert any(np.any(r.rewards[:-1] != 0) for r in results if r.length > 1)
+    assert len({level["score"] for level in plr.levels}) > 1
+
+
+def test_the_consistency_objective_works_inside_the_loop() -> None:
+    # the consistency filter groups fresh-seed tasks by difficulty, so it has data though no task repeats
     model, callback = build_loop(
         LoopSettings(
             mode="reward", objective="consistency", difficulty=0.0, n_envs=2, n_steps=256, device="cpu"

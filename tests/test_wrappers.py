@@ -10,12 +10,13 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from stable_baselines3 import PPO
+from stable_baselines3.common.buffers import DictRolloutBuffer
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.logger import configure
 
-from agents.curriculum import CurriculumLoggingCallback, CurriculumVecEnv
+from agents.curriculum import CurriculumLoggingCallback, CurriculumVecEnv, masked_buffer_class
 from agents.policies import TokenFeaturesExtractor
-from rla_gym.curricula import SuccessBandCurriculum
+from rla_gym.curricula import EpisodeResult, PrioritizedLevelReplay, SuccessBandCurriculum
 from rla_gym.evaluation import oracle_agent, random_agent
 from rla_gym.wrappers import AdaptiveDifficultyWrapper, CurriculumWrapper
 
@@ -159,3 +160,100 @@ def test_ppo_trains_through_the_sb3_curriculum_adapter(tmp_path) -> None:
         rows = list(csv.DictReader(f))
     assert rows and "curriculum/difficulty" in rows[0] and "curriculum/episodes" in rows[0]
     assert float(rows[-1]["curriculum/episodes"]) > 0
+
+
+class _Recorder(PrioritizedLevelReplay):
+    """PLR that keeps every result it learns from."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.results: list[EpisodeResult] = []
+
+    def _learn(self, result: EpisodeResult) -> None:
+        self.results.append(result)
+        super()._learn(result)
+
+
+def test_deferred_adapter_reports_each_episode_with_its_values_across_rollout_ends() -> None:
+    curriculum = _Recorder(ENV, difficulty_range=(0.0, 0.3), replay_prob=0.0)
+    venv = CurriculumVecEnv(make_vec_env(ENV, n_envs=2, seed=0), curriculum)
+    assert venv.defer_updates  # positive value loss needs the learner's values
+    venv.reset()
+    rng = np.random.default_rng(0)
+    code = np.zeros(2)  # values coded by (env, global step): 1000 * env + step
+    episodes: list[list[tuple[int, float]]] = [[], []]  # per env: (value code, reward) of the running episode
+    expected: list[tuple[list[float], list[float]]] = []
+    for rollout in range(4):
+        values, rewards = [], []
+        for t in range(37):  # rollout ends cut episodes
+            step = 37 * rollout + t
+            code = np.array([step, 1000 + step], dtype=float)
+            _, reward, dones, _ = venv.step(rng.integers(0, 4, 2))
+            values.append(code)
+            rewards.append(reward)
+            for i in range(2):
+                episodes[i].append((code[i], float(reward[i])))
+                if dones[i]:
+                    v, r = zip(*episodes[i], strict=True)
+                    expected.append((list(v), list(r)))
+                    episodes[i] = []
+        before = len(curriculum.results)
+        reported = venv.flush_updates(np.array(values), np.array(rewards))
+        assert len(curriculum.results) == before + reported  # nothing reaches the curriculum before
+    assert len(curriculum.results) == len(expected) > 8
+    spans = 0
+    for result, (v, r) in zip(curriculum.results, expected, strict=True):  # in finishing order
+        assert result.value_estimates.tolist() == v and result.rewards.tolist() == r
+        assert len(v) == result.length and sum(r) == pytest.approx(result.episode_return)
+        spans += (v[0] % 1000) // 37 != (v[-1] % 1000) // 37
+    assert spans > 0  # some episodes spanned a rollout end and still got all their steps
+    with pytest.raises(ValueError, match=r"must have shape \(0, 2\)"):
+        venv.flush_updates(np.zeros((3, 2)), np.zeros((3, 2)))
+
+
+def test_adapter_without_values_needed_updates_at_once_and_validates_defer_updates() -> None:
+    curriculum = SuccessBandCurriculum(ENV)
+    venv = CurriculumVecEnv(make_vec_env(ENV, n_envs=2, seed=0), curriculum)
+    assert not venv.defer_updates
+    venv.reset()
+    for _ in range(60):
+        venv.step(np.zeros(2, dtype=int))
+    assert curriculum.episodes > 0
+    with pytest.raises(TypeError, match="defer_updates must be a bool or None, got 'yes'"):
+        CurriculumVecEnv(make_vec_env(ENV, n_envs=1), curriculum, defer_updates="yes")
+
+
+def test_ppo_scores_plr_levels_with_its_own_value_estimates(tmp_path) -> None:
+    curriculum = _Recorder(ENV, difficulty_range=(0.0, 0.3), buffer_size=16, seed=0)
+    venv = CurriculumVecEnv(make_vec_env(ENV, n_envs=2, seed=0), curriculum)
+    model = PPO(
+        "MultiInputPolicy",
+        venv,
+        n_steps=128,
+        batch_size=128,
+        n_epochs=2,
+        seed=0,
+        rollout_buffer_class=masked_buffer_class(DictRolloutBuffer),
+        policy_kwargs={"features_extractor_class": TokenFeaturesExtractor},
+    )
+    model.set_logger(configure(str(tmp_path), ["csv"]))
+    model.learn(1024, callback=CurriculumLoggingCallback(curriculum))
+    assert curriculum.episodes == len(curriculum.results) > 10
+    assert all(r.value_estimates.size == r.length for r in curriculum.results)
+    scores = [level["score"] for level in curriculum.levels]
+    assert len(set(scores)) > 1 and max(scores) > 0  # real positive value losses, not a constant
+    with open(tmp_path / "progress.csv") as f:
+        rows = list(csv.DictReader(f))
+    shares = [float(row["loop/trained_share"]) for row in rows]
+    assert min(shares) < 1.0  # robust PLR kept new levels' steps out of some update
+
+
+def test_callback_refuses_to_train_on_masked_steps_with_a_plain_buffer() -> None:
+    curriculum = PrioritizedLevelReplay(ENV, replay_prob=0.0)  # robust: new levels are masked
+    venv = CurriculumVecEnv(make_vec_env(ENV, n_envs=2, seed=0), curriculum)
+    model = PPO(
+        "MultiInputPolicy", venv, n_steps=64, batch_size=64, seed=0,
+        policy_kwargs={"features_extractor_class": TokenFeaturesExtractor},
+    )  # fmt: skip
+    with pytest.raises(RuntimeError, match="not a MaskedSamples one"):
+        model.learn(128, callback=CurriculumLoggingCallback(curriculum))

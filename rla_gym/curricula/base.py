@@ -106,6 +106,16 @@ class Curriculum(abc.ABC):
         """
         return True
 
+    @property
+    def needs_values(self) -> bool:
+        """Whether :meth:`update` needs ``EpisodeResult.value_estimates`` (and ``rewards``).
+
+        Adapters that run a value-based learner (``agents.curriculum.CurriculumVecEnv``) then
+        hold each finished episode back until the rollout ends and fill both from the
+        trainer's rollout buffer.
+        """
+        return False
+
     def update(self, result: EpisodeResult) -> None:
         """Learn from one finished episode."""
         if result.task.env_id != self.env_id:

@@ -113,6 +113,11 @@ class PrioritizedLevelReplay(Curriculum):
             return level["task"]
         return self.new_task(float(self.rng.uniform(self.low, self.high)))
 
+    @property
+    def needs_values(self) -> bool:
+        """The GAE-based scores and MaxMC read the learner's value estimates."""
+        return self.score in ("positive_value_loss", "max_mc", "value_l1")
+
     def trains_on(self, task: Task) -> bool:
         """Robust PLR trains on replayed tasks only: those in the buffer when handed out."""
         return not self.robust or any(level["task"] == task for level in self.levels)
