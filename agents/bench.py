@@ -29,7 +29,7 @@ from agents.loop import ALGOS, MODES, LoopSettings, described, validate_settings
 from rla_gym.core import HELDOUT_SEED_START, check_difficulty
 
 #: Ablation rows below the full loop train at a fixed difficulty, so they run one strategy.
-FIXED_ENV_MODES = ("outcome", "policy", "reward", "rm-only", "oracle", "oracle-potential")
+FIXED_ENV_MODES = ("outcome", "policy", "reward", "rm-only", "oracle", "noisy-oracle", "oracle-potential")
 #: History keys kept in the run files (the loop logs more).
 HISTORY_KEYS = (
     "loop/success", "loop/difficulty", "rm/mu", "rm/p_plus", "rm/p_minus", "rm/balance",
@@ -39,10 +39,10 @@ PRECISION_M = (1, 2, 4, 8, 16, 32)
 #: Settings that change what a run measures: resuming into runs made with others is refused.
 RUN_SETTINGS = (
     "steps", "eval_every", "eval_episodes", "levels", "max_difficulty", "difficulty", "algo",
-    "encoder", "objective", "lam", "process_scale", "prm_epochs", "prm_replay", "n_envs", "n_steps",
+    "encoder", "objective", "lam", "process_scale", "mu", "prm_epochs", "prm_replay", "n_envs", "n_steps",
 )  # fmt: skip
 #: Run settings added after runs were committed: a run without the key was made with this value.
-UNSAVED_DEFAULTS = {"encoder": "flatten", "prm_epochs": 1, "prm_replay": 1}
+UNSAVED_DEFAULTS = {"encoder": "flatten", "prm_epochs": 1, "prm_replay": 1, "mu": 1.5}
 #: Held-out RM trajectories use task seeds from here on (policy evaluation uses the start).
 RM_SEED_OFFSET = 1_000_000
 
@@ -84,8 +84,9 @@ class BenchSettings:
     objective: str = _help("PRM objective (outcome-only)", "value-difference")
     lam: float = _help("lambda: weight of the process part of the reward", 1.0)
     process_scale: str = _help(
-        "process reward per step (step: the paper's) or / step budget (episode)", "step"
+        "how votes reach the learner: step (in every reward), episode (/ step budget), advantage", "step"
     )
+    mu: float = _help("vote quality of mode noisy-oracle: p+ + p- in [0, 2]", 1.5)
     prm_epochs: int = _help("PRM training passes per rollout", 1)
     prm_replay: int = _help("recent rollouts the PRM trains on (1: this one, the paper's)", 1)
     n_envs: int = _help("vectorised envs per run", 4)
@@ -191,7 +192,7 @@ def plan(settings: BenchSettings) -> list[RunSpec]:
 def loop_settings(settings: BenchSettings, spec: RunSpec) -> LoopSettings:
     return LoopSettings(
         env=spec.env, algo=settings.algo, encoder=settings.encoder, mode=spec.mode, curriculum=spec.strategy,
-        objective=settings.objective, lam=settings.lam, process_scale=settings.process_scale,
+        objective=settings.objective, lam=settings.lam, process_scale=settings.process_scale, mu=settings.mu,
         prm_epochs=settings.prm_epochs, prm_replay=settings.prm_replay,
         n_envs=settings.n_envs, n_steps=settings.n_steps,
         difficulty=settings.difficulty, max_difficulty=settings.max_difficulty, seed=spec.seed,

@@ -29,11 +29,12 @@ ROW_LABELS = {
     "env": "+ Env",
     "rm-only": "RM-only",
     "oracle": "Oracle votes (not the method)",
+    "noisy-oracle": "Noisy oracle votes (not the method)",
     "oracle-potential": "Oracle progress (not the method)",
 }
 ROW_ORDER = (
     "Before training", "Outcome-only", "Policy", "+ Reward", "+ Env", "RM-only",
-    ROW_LABELS["oracle"], ROW_LABELS["oracle-potential"],
+    ROW_LABELS["oracle"], ROW_LABELS["noisy-oracle"], ROW_LABELS["oracle-potential"],
 )  # fmt: skip
 
 

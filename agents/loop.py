@@ -21,9 +21,13 @@ Modes (the ablation rows): ``outcome`` (outcome reward only, no PRM), ``policy``
 policy's reward is the process part alone, no outcome: the paper's "RM signals beat
 human-label outcomes" experiment). ``oracle`` is not part of the method: integrated feedback
 whose votes are the exact step labels, at a fixed difficulty, the ceiling of what a better
-PRM could give. ``oracle-potential`` (not the method either) replaces each vote by the step's
-exact progress, the fall of the optimal distance: a potential difference, which summed over
-an episode telescopes, so it cannot be farmed as the binary votes can.
+PRM could give. ``noisy-oracle`` (not the method: a PRM of controlled quality) draws each
+vote from the exact step label, kept with probability mu / 2 and flipped otherwise, so that
+mu = p+ + p- is the given ``mu`` (1: no signal, 2: the oracle). ``oracle-potential`` (not
+the method either) is potential-based shaping at full strength, F = lambda * (gamma * Phi(s')
+- Phi(s)) with Phi = -(optimal distance) and Phi = 0 after the last step: its discounted sum
+over an episode is lambda * (start distance) whatever the agent does, so it cannot be farmed
+as the binary votes can.
 """
 
 from __future__ import annotations
@@ -47,16 +51,26 @@ from rla_gym.core import check_difficulty
 from rla_gym.curricula.base import Curriculum
 from rla_gym.stats import error_statistics
 
-MODES = ("outcome", "policy", "reward", "env", "rm-only", "oracle", "oracle-potential")
+MODES = ("outcome", "policy", "reward", "env", "rm-only", "oracle", "noisy-oracle", "oracle-potential")
 #: Modes whose votes come from the env's exact labels, not from a PRM.
-ORACLE_MODES = ("oracle", "oracle-potential")
-#: How the process part enters each step's reward: the paper's lambda * mean vote on every
-#: step ("step"), or that divided by the episode's step budget ("episode", see the class doc).
-PROCESS_SCALES = ("step", "episode")
+ORACLE_MODES = ("oracle", "noisy-oracle", "oracle-potential")
+#: How the process part reaches the learner: lambda * mean vote added to every step's reward
+#: ("step", the return-summing form), that divided by the episode's step budget ("episode"),
+#: or lambda * z(mean vote) added to PPO's advantage, z over the rollout ("advantage").
+PROCESS_SCALES = ("step", "episode", "advantage")
+#: Discount of the loop's algorithms (SB3's default), also the potential-based shaping's gamma.
+GAMMA = 0.99
 #: Modes whose PRM is trained on the rollouts.
 TRAINED_RM_MODES = ("reward", "env", "rm-only")
 #: SB3 on-policy algorithms the loop runs on.
 ALGOS = ("ppo", "a2c", "maskable-ppo")
+
+
+def check_mu(mu: float) -> float:
+    """Vote quality of mode ``noisy-oracle``: mu = p+ + p- in [0, 2]."""
+    if isinstance(mu, bool) or not isinstance(mu, (int, float)) or not 0.0 <= mu <= 2.0:
+        raise ValueError(f"mu must be a number in [0, 2] (p+ + p-), got {mu!r}")
+    return float(mu)
 
 
 def check_mode(mode: str) -> str:
@@ -75,9 +89,14 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
     :meth:`finish_rollout` hands the rollout's process rewards to :class:`RLAnythingCallback`,
     which adds them to SB3's rollout buffer and recomputes the advantages.
 
-    ``process_scale="step"`` is the paper's R_i = O + lambda * mean_j S_ij on every step. With
-    a critic and discounted returns the process part then adds up over the episode (about
-    T * lambda / 3 for a typical vote mix) and drowns the single outcome. ``"episode"`` divides
+    ``process_scale="step"`` puts the paper's R_i = O + lambda * mean_j S_ij on every step as
+    the reward: the return-summing form, not the paper's (the paper z-scores R_i per step index
+    across a group and uses it as the advantage, see ``agents.grpo``). With a critic and
+    discounted returns the process part adds up over the episode (about T * lambda / 3 for a
+    typical vote mix) and drowns the single outcome. ``"advantage"`` is the faithful analogue
+    for a critic: the rewards carry the outcome only, and :class:`RLAnythingCallback` adds
+    lambda * z(mean_j S_tj), z over the rollout's steps, to GAE's advantages (deferred only;
+    :meth:`finish_rollout` then returns the mean votes). ``"episode"`` divides
     it by the episode's step budget B, so an episode's process rewards sum to at most
     lambda * T / B <= lambda: the design notes' per-trajectory form O + (lambda / T) sum_t s_t,
     with the budget (known at reset) in place of T (known only at the end). The rewards have the
@@ -96,12 +115,21 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
         seed: int = 0,
         deferred: bool = False,
         process_scale: str = "step",
+        mu: float = 1.5,
+        gamma: float = GAMMA,
     ) -> None:
         super().__init__(venv)
         self.mode = check_mode(mode)
         if process_scale not in PROCESS_SCALES:
             raise ValueError(f"process_scale must be one of {PROCESS_SCALES}, got {process_scale!r}")
+        if process_scale == "advantage" and not deferred:
+            raise ValueError(
+                "process_scale='advantage' needs deferred=True: the callback adds it to the advantages"
+            )
         self.process_scale = process_scale
+        self.mu = check_mu(mu)
+        self.gamma = check_difficulty(gamma, "gamma")
+        self.rng = np.random.default_rng(seed)  # noisy-oracle's vote flips
         if mode not in ("outcome", *ORACLE_MODES) and prm is None:
             raise ValueError(f"mode {mode!r} needs a ProcessRewardModel")
         if mode in ORACLE_MODES and prm is not None:
@@ -131,7 +159,7 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
         self._tasks: list[str] = [""] * n
         self._difficulties: list[float | None] = [None] * n
         self._distances = np.zeros(n)  # exact optimal distance before each env's next step
-        self._weights = np.full(n, self.lam)  # lambda, or lambda / step budget per running episode
+        self._weights = np.full(n, self.lam)  # lambda (or lambda / step budget, or 1) per running episode
 
     def reset(self) -> VecEnvObs:
         obs = self.venv.reset()
@@ -152,7 +180,11 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
             self._distances[i] = info["distance"]
         self._tasks[i] = info.get("task_id", "")
         self._difficulties[i] = info.get("difficulty")
-        if self.process_scale == "episode":
+        if self.mode == "oracle-potential":  # shaping at full strength, whatever the scale
+            self._weights[i] = self.lam
+        elif self.process_scale == "advantage":  # the callback weights the z-scores by lambda
+            self._weights[i] = 1.0
+        elif self.process_scale == "episode":
             if "step_budget" not in info:
                 raise ValueError(
                     "process_scale='episode' needs info['step_budget'] at reset (an rla-gym env)"
@@ -179,8 +211,9 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
         for i, info in enumerate(infos):
             label = 1 if info.get("progress") == 1 else -1  # for evaluation metrics (and oracle votes)
             gain = 0.0
-            if self.mode == "oracle-potential":
-                gain = float(self._distances[i] - info["distance"])
+            if self.mode == "oracle-potential":  # gamma * Phi(s') - Phi(s), Phi = -distance, 0 at the end
+                after_end = 0.0 if dones[i] else self.gamma * info["distance"]
+                gain = float(self._distances[i] - after_end)
                 self._distances[i] = info["distance"]
             self._steps[i].append((self._last[i], int(self._actions[i]), after[i], label, gain))
             if self.scoring:
@@ -217,7 +250,10 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
         rows = [step for i, k in jobs for step in self._steps[i][-k:]]
         if self.prm is None:  # oracle modes: every vote is the step's exact label or progress
             exact = np.array([r[4] if self.mode == "oracle-potential" else r[3] for r in rows], np.float32)
-            votes, estimates = np.repeat(exact[:, None], self.m, axis=1), exact.tolist()
+            votes = np.repeat(exact[:, None], self.m, axis=1)
+            if self.mode == "noisy-oracle":  # keep each vote with probability mu / 2
+                votes = np.where(self.rng.random(votes.shape) < self.mu / 2, votes, -votes)
+            estimates = votes.mean(axis=1).tolist() if self.mode == "noisy-oracle" else exact.tolist()
         else:
             device = self.prm.device
             steps = {
@@ -239,7 +275,10 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
             offset += k
 
     def finish_rollout(self) -> np.ndarray:
-        """Process rewards (n_steps, n_envs) of the vector steps since the last call (``deferred``)."""
+        """Process rewards (n_steps, n_envs) of the vector steps since the last call (``deferred``).
+
+        With ``process_scale="advantage"`` these are the mean votes, not yet weighted by lambda.
+        """
         if not self.deferred:
             raise RuntimeError("finish_rollout() is for deferred=True; rewards already hold the process part")
         if self.scoring:
@@ -259,6 +298,13 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
         """The trajectories finished since the last call."""
         finished, self.finished = self.finished, []
         return finished
+
+
+def zscore(values: np.ndarray) -> np.ndarray:
+    """(values - mean) / std over all entries (population std); zeros where the std is 0."""
+    values = np.asarray(values, dtype=np.float64)
+    std = values.std()
+    return np.zeros_like(values) if std == 0 else (values - values.mean()) / std
 
 
 class RLAnythingCallback(BaseCallback):
@@ -296,6 +342,8 @@ class RLAnythingCallback(BaseCallback):
     def _add_process_rewards(self) -> None:
         """Deferred scoring: add the rollout's process rewards to SB3's buffer, then redo GAE.
 
+        With ``process_scale="advantage"`` the process part goes to the advantages instead.
+
         SB3 computes returns and advantages just before ``on_rollout_end``, from the rewards the
         env returned (outcome only); recomputing them from the full rewards is exact. The last
         value V(s_T) is recomputed from ``_last_obs``: sb3-contrib's MaskablePPO does not
@@ -310,6 +358,10 @@ class RLAnythingCallback(BaseCallback):
             raise RuntimeError(
                 f"rollout of shape {process.shape} does not match SB3's buffer {buffer.rewards.shape}"
             )
+        if self.reward_env.process_scale == "advantage" and self.reward_env.mode != "oracle-potential":
+            # A_t = GAE(outcome rewards)_t + lambda * z(mean vote)_t; the critic keeps the outcome's returns
+            buffer.advantages += self.reward_env.lam * zscore(process)
+            return
         buffer.rewards += process
         model = cast(OnPolicyAlgorithm, self.model)
         with torch.no_grad():
@@ -371,8 +423,11 @@ class LoopSettings:
     lam: float = described(1.0, "lambda: weight of the process part of the reward")
     m: int = described(3, "PRM votes per step")
     process_scale: str = described(
-        "step", "process reward per step (step: the paper's) or / step budget (episode)"
+        "step",
+        "how votes reach the learner: lambda * mean vote in every step's reward (step, sums over the "
+        "return), / step budget (episode), or lambda * z(mean vote) in PPO's advantage (advantage)",
     )
+    mu: float = described(1.5, "vote quality of mode noisy-oracle: p+ + p- in [0, 2] (1: none, 2: exact)")
     prm_epochs: int = described(1, "PRM training passes per rollout")
     prm_replay: int = described(1, "recent rollouts the PRM trains on (1: this one, the paper's)")
     n_envs: int = described(4, "vectorised envs")
@@ -395,6 +450,7 @@ def validate_settings(settings: LoopSettings) -> None:
     check_mode(settings.mode)
     if settings.process_scale not in PROCESS_SCALES:
         raise ValueError(f"process_scale must be one of {PROCESS_SCALES}, got {settings.process_scale!r}")
+    check_mu(settings.mu)
     if settings.algo not in ALGOS:
         raise ValueError(f"algo must be one of {ALGOS}, got {settings.algo!r}")
     if settings.encoder not in ENCODERS:
@@ -450,6 +506,7 @@ def _algorithm(settings: LoopSettings, venv: VecEnv) -> Any:
         buffer = DictRolloutBuffer
     common: dict[str, Any] = {
         "rollout_buffer_class": masked_buffer_class(buffer),
+        "gamma": GAMMA,
         "n_steps": settings.n_steps,
         "seed": settings.seed,
         "device": settings.device,
@@ -506,7 +563,7 @@ def build_loop(settings: LoopSettings) -> tuple[Any, RLAnythingCallback]:
         prm = ProcessRewardModel.for_env(venv.envs[0], head=head, device=settings.device, seed=settings.seed)  # type: ignore[attr-defined]
     reward_env = IntegratedRewardVecEnv(
         venv, prm, mode=settings.mode, lam=settings.lam, m=settings.m, seed=settings.seed, deferred=True,
-        process_scale=settings.process_scale,
+        process_scale=settings.process_scale, mu=settings.mu,
     )  # fmt: skip
     if settings.mode == "env" and settings.curriculum != "fixed":
         curriculum: Curriculum = CURRICULA[settings.curriculum](

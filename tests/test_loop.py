@@ -281,22 +281,31 @@ def test_oracle_mode_votes_with_the_exact_step_labels() -> None:
     assert np.any(model.rollout_buffer.rewards != 0)
 
 
-def test_oracle_potential_rewards_telescope_over_each_episode() -> None:
+@pytest.mark.parametrize("process_scale", ["step", "episode"])
+def test_oracle_potential_is_full_strength_shaping_whose_discounted_sum_telescopes(
+    process_scale: str,
+) -> None:
     venv = make_vec_env("RLA-GUI-v0", n_envs=2, seed=4, env_kwargs={"difficulty": 0.3})
-    env = IntegratedRewardVecEnv(venv, None, mode="oracle-potential", lam=0.5, m=3)
+    env = IntegratedRewardVecEnv(
+        venv, None, mode="oracle-potential", lam=0.5, m=3, gamma=0.9, process_scale=process_scale
+    )
     env.reset()
     starts = [info["distance"] for info in env.reset_infos]
-    process_sum, episodes, backward_jumps = np.zeros(2), 0, 0
+    shaped, age, episodes, backward_jumps = np.zeros(2), np.zeros(2, dtype=int), 0, 0
     rng = np.random.default_rng(0)
     for _ in range(300):
+        before = env._distances.copy()
         _, rewards, dones, infos = env.step(rng.integers(0, 24, 2))
         for i, info in enumerate(infos):
             process = rewards[i] - (info["outcome"] if dones[i] else 0)
-            backward_jumps += process < -0.5 - 1e-6  # one step undid more than one step of progress
-            process_sum[i] += process
-            if dones[i]:  # the process parts add up to lambda * (start distance - end distance)
-                assert process_sum[i] == pytest.approx(0.5 * (starts[i] - info["distance"]), abs=1e-5)
-                process_sum[i], episodes = 0.0, episodes + 1
+            after = 0.0 if dones[i] else 0.9 * info["distance"]  # Phi = -distance, 0 after the end
+            assert process == pytest.approx(0.5 * (before[i] - after), abs=1e-5)  # not / step budget
+            backward_jumps += info["distance"] > before[i] + 1
+            shaped[i] += 0.9 ** age[i] * process
+            age[i] += 1
+            if dones[i]:  # the discounted sum is lambda * start distance, whatever the agent did
+                assert shaped[i] == pytest.approx(0.5 * starts[i], abs=1e-4)
+                shaped[i], age[i], episodes = 0.0, 0, episodes + 1
                 starts[i] = env.reset_infos[i]["distance"]
     assert episodes > 5 and backward_jumps > 0
     with pytest.raises(ValueError, match="mode 'oracle-potential' votes with the env's exact labels"):
@@ -336,3 +345,49 @@ def test_robust_plr_keeps_new_levels_out_of_the_update() -> None:
     mask = model.rollout_buffer.sample_mask
     assert mask is not None and mask.shape == (128, 2)
     assert not mask.all()  # new levels' steps are masked: PLR trains on replays only
+
+
+@pytest.mark.parametrize("mu", [1.0, 1.5, 2.0])
+def test_noisy_oracle_votes_have_the_asked_for_quality(mu: float) -> None:
+    venv = make_vec_env("RLA-TextNav-v0", n_envs=2, seed=3, env_kwargs={"difficulty": 0.3})
+    env = IntegratedRewardVecEnv(venv, None, mode="noisy-oracle", m=3, mu=mu, deferred=True, seed=1)
+    env.reset()
+    rng = np.random.default_rng(0)
+    labels, votes = [], []
+    for _ in range(3000):
+        _, _, dones, infos = env.step(rng.integers(0, 24, 2))
+        for i, trajectory in zip(np.flatnonzero(dones), env.drain(), strict=True):
+            labels.append(np.repeat(trajectory.labels, 3))
+            votes.append(infos[i]["rm_votes"].ravel())
+    labels, votes = np.concatenate(labels), np.concatenate(votes)
+    p_plus, p_minus = np.mean(votes[labels == 1] == 1), np.mean(votes[labels == -1] == -1)
+    assert min((labels == 1).sum(), (labels == -1).sum()) > 600  # standard errors <= 0.02
+    assert p_plus == pytest.approx(mu / 2, abs=0.06) and p_minus == pytest.approx(mu / 2, abs=0.06)
+    with pytest.raises(ValueError, match=r"mu must be a number in \[0, 2\] \(p\+ \+ p-\), got 2.5"):
+        IntegratedRewardVecEnv(venv, None, mode="noisy-oracle", mu=2.5)
+
+
+def test_advantage_process_scale_adds_lambda_z_votes_to_gae_of_the_outcome() -> None:
+    settings = LoopSettings(
+        mode="oracle", process_scale="advantage", lam=0.3, n_envs=2, n_steps=64, seed=0, device="cpu"
+    )
+    model, callback = build_loop(settings)
+    buffer = model.rollout_buffer
+    seen = {}
+    finish = callback.reward_env.finish_rollout
+
+    def spy() -> np.ndarray:
+        seen["votes"] = finish()
+        seen["rewards"], seen["advantages"] = buffer.rewards.copy(), buffer.advantages.copy()
+        return seen["votes"]
+
+    callback.reward_env.finish_rollout = spy  # type: ignore[method-assign]
+    model.learn(128, callback=callback)  # one rollout, then the update
+    votes = seen["votes"]
+    assert set(np.unique(votes)) <= {-1.0, 1.0}  # the exact labels, not weighted by lambda
+    assert np.all(np.isin(seen["rewards"], [-1.0, 0.0, 1.0]))  # rewards carry the outcome only
+    z = (votes - votes.mean()) / votes.std()
+    expected = (seen["advantages"] + 0.3 * z).swapaxes(0, 1).reshape(-1, 1)  # SB3 flattens it to train
+    np.testing.assert_allclose(buffer.advantages, expected, atol=1e-5)
+    with pytest.raises(ValueError, match="process_scale='advantage' needs deferred=True"):
+        IntegratedRewardVecEnv(model.env, None, mode="oracle", process_scale="advantage")
