@@ -33,6 +33,7 @@ as the binary votes can.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections import deque
 from typing import Any, cast
 
@@ -58,12 +59,16 @@ ORACLE_MODES = ("oracle", "noisy-oracle", "oracle-potential")
 #: ("step", the return-summing form), that divided by the episode's step budget ("episode"),
 #: or lambda * z(mean vote) added to PPO's advantage, z over the rollout ("advantage").
 PROCESS_SCALES = ("step", "episode", "advantage")
+#: One step as the voters see it: obs tokens, action, next obs tokens, exact label, fall of the potential.
+StepRow = tuple[np.ndarray, int, np.ndarray, int, float]
 #: Discount of the loop's algorithms (SB3's default), also the potential-based shaping's gamma.
 GAMMA = 0.99
 #: Modes whose PRM is trained on the rollouts.
 TRAINED_RM_MODES = ("reward", "env", "rm-only")
 #: SB3 on-policy algorithms the loop runs on.
-ALGOS = ("ppo", "a2c", "maskable-ppo")
+ALGOS = ("ppo", "a2c", "maskable-ppo", "grpo", "maskable-grpo")
+#: The group trainers (``agents.grpo``): no critic, advantages from groups of rollouts.
+GROUP_ALGOS = ("grpo", "maskable-grpo")
 
 
 def check_mu(mu: float) -> float:
@@ -150,7 +155,7 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
     def _clear_episodes(self) -> None:
         n = self.num_envs
         # per step: obs tokens, action, next obs tokens, exact label, fall of the optimal distance
-        self._steps: list[list[tuple[np.ndarray, int, np.ndarray, int, float]]] = [[] for _ in range(n)]
+        self._steps: list[list[StepRow]] = [[] for _ in range(n)]
         self._votes: list[list[np.ndarray]] = [[] for _ in range(n)]
         self._estimates: list[list[float]] = [[] for _ in range(n)]
         self._unscored: list[list[int]] = [[] for _ in range(n)]  # rollout positions of unscored steps
@@ -229,10 +234,7 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
             info["TimeLimit.truncated"] = False
             self.finished.append(self._trajectory(i, int(info["outcome"])))
             if self.scoring:
-                estimates = self._estimates[i]
-                last_only = self.prm is not None and self.prm.head == "value"
-                prediction = estimates[-1] if last_only else sum(estimates) / len(estimates)
-                info["rm_outcome_prediction"] = float(np.clip(prediction, -1, 1))
+                info["rm_outcome_prediction"] = self.outcome_prediction(self._estimates[i])
                 info["rm_votes"] = np.stack(self._votes[i])  # (steps, m): the whole episode's votes
             self._steps[i], self._votes[i], self._estimates[i] = [], [], []
             self._start_episode(i, self.venv.reset_infos[i])
@@ -242,27 +244,37 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
         self._last = np.array(tokens["tokens"], copy=True)
         return obs, rewards, dones, infos
 
+    def vote(self, rows: list[StepRow]) -> tuple[np.ndarray, list[float]]:
+        """m votes per step and the PRM's outcome estimate per step, for rows of (obs tokens,
+        action, next obs tokens, exact label, fall of the potential), in one call."""
+        if self.prm is None:  # oracle modes: every vote is the step's exact label or progress
+            exact = np.array([r[4] if self.mode == "oracle-potential" else r[3] for r in rows], np.float32)
+            votes = np.repeat(exact[:, None], self.m, axis=1)
+            if self.mode == "noisy-oracle":  # keep each vote with probability mu / 2
+                votes = np.where(self.rng.random(votes.shape) < self.mu / 2, votes, -votes)
+            return votes, (votes.mean(axis=1) if self.mode == "noisy-oracle" else exact).tolist()
+        device = self.prm.device
+        steps = {
+            "obs": torch.as_tensor(np.stack([r[0] for r in rows]), device=device),
+            "action": torch.as_tensor(np.array([r[1] for r in rows]), device=device),
+            "next_obs": torch.as_tensor(np.stack([r[2] for r in rows]), device=device),
+        }
+        votes_t, _, estimates_t = self.prm.assess(steps, self.m, generator=self.generator)
+        return votes_t.cpu().numpy(), estimates_t.cpu().tolist()
+
+    def outcome_prediction(self, estimates: list[float]) -> float:
+        """The PRM's predicted outcome of an episode from its per-step estimates, in [-1, 1]."""
+        last_only = self.prm is not None and self.prm.head == "value"
+        prediction = estimates[-1] if last_only else sum(estimates) / len(estimates)
+        return float(np.clip(prediction, -1, 1))
+
     def _score_unscored(self, envs: Any) -> None:
         """One PRM call for every not yet scored step of ``envs``; fills the process rewards."""
         jobs = [(i, len(self._unscored[i])) for i in envs if self._unscored[i]]
         if not jobs:
             return
         rows = [step for i, k in jobs for step in self._steps[i][-k:]]
-        if self.prm is None:  # oracle modes: every vote is the step's exact label or progress
-            exact = np.array([r[4] if self.mode == "oracle-potential" else r[3] for r in rows], np.float32)
-            votes = np.repeat(exact[:, None], self.m, axis=1)
-            if self.mode == "noisy-oracle":  # keep each vote with probability mu / 2
-                votes = np.where(self.rng.random(votes.shape) < self.mu / 2, votes, -votes)
-            estimates = votes.mean(axis=1).tolist() if self.mode == "noisy-oracle" else exact.tolist()
-        else:
-            device = self.prm.device
-            steps = {
-                "obs": torch.as_tensor(np.stack([r[0] for r in rows]), device=device),
-                "action": torch.as_tensor(np.array([r[1] for r in rows]), device=device),
-                "next_obs": torch.as_tensor(np.stack([r[2] for r in rows]), device=device),
-            }
-            votes_t, _, estimates_t = self.prm.assess(steps, self.m, generator=self.generator)
-            votes, estimates = votes_t.cpu().numpy(), estimates_t.cpu().tolist()
+        votes, estimates = self.vote(rows)
         means = votes.mean(axis=1)
         offset = 0
         for i, k in jobs:
@@ -411,7 +423,7 @@ class LoopSettings:
     """One closed-loop run (``rla train``'s flags are generated from these fields)."""
 
     env: str = described("RLA-TextNav-v0", "registered rla-gym env id")
-    algo: str = described("ppo", f"SB3 algorithm: {', '.join(ALGOS)}")
+    algo: str = described("ppo", f"algorithm: {', '.join(ALGOS)} (grpo: the paper's group trainer)")
     encoder: str = described("flatten", "token encoder of the policy: flatten, attention, relational, lookup")
     mode: str = described(
         "env", f"ablation row: {', '.join(MODES)} (the oracle modes use exact labels: not the method)"
@@ -430,6 +442,11 @@ class LoopSettings:
     mu: float = described(1.5, "vote quality of mode noisy-oracle: p+ + p- in [0, 2] (1: none, 2: exact)")
     prm_epochs: int = described(1, "PRM training passes per rollout")
     prm_replay: int = described(1, "recent rollouts the PRM trains on (1: this one, the paper's)")
+    group_size: int = described(8, "grpo: rollouts per task (a group)")
+    groups: int = described(8, "grpo: tasks per round (its envs: groups * group_size)")
+    group_filter: str = described(
+        "all", "grpo: all (keep every group) or mixed (drop all-success / all-fail)"
+    )
     n_envs: int = described(4, "vectorised envs")
     n_steps: int = described(256, "rollout length per env")
     difficulty: float = described(0.2, "difficulty of every mode but env (those keep it fixed)")
@@ -453,6 +470,25 @@ def validate_settings(settings: LoopSettings) -> None:
     check_mu(settings.mu)
     if settings.algo not in ALGOS:
         raise ValueError(f"algo must be one of {ALGOS}, got {settings.algo!r}")
+    if settings.algo in GROUP_ALGOS:
+        from agents.grpo import keeps_group
+
+        keeps_group([1], settings.group_filter)
+        if settings.process_scale != "step":
+            raise ValueError(
+                f"process_scale {settings.process_scale!r} is for the critic algorithms; {settings.algo} "
+                "puts R_i = O + lambda * mean vote into its group advantages (leave process_scale 'step')"
+            )
+        for name in ("group_size", "groups"):
+            value = getattr(settings, name)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int)
+                or value < (2 if name == "group_size" else 1)
+            ):
+                raise ValueError(
+                    f"{name} must be an integer >= {2 if name == 'group_size' else 1}, got {value!r}"
+                )
     if settings.encoder not in ENCODERS:
         raise ValueError(f"encoder must be one of {ENCODERS}, got {settings.encoder!r}")
     if settings.curriculum not in CURRICULA:
@@ -527,8 +563,6 @@ def curriculum_kwargs(name: str, max_difficulty: float) -> dict[str, Any]:
     A strategy added to ``rla_gym.curricula.CURRICULA`` gets ``bounds=(0, max_difficulty)``
     if its constructor takes ``bounds``, and nothing otherwise.
     """
-    import inspect
-
     from rla_gym.curricula import CURRICULA
 
     top = check_difficulty(max_difficulty, "max_difficulty")
@@ -556,25 +590,31 @@ def build_loop(settings: LoopSettings) -> tuple[Any, RLAnythingCallback]:
     from rla_gym.curricula import CURRICULA, FixedCurriculum
 
     validate_settings(settings)
-    venv = make_vec_env(f"rla_gym:{settings.env}", n_envs=settings.n_envs, seed=settings.seed)
+    grouped = settings.algo in GROUP_ALGOS
+    n_envs = settings.groups * settings.group_size if grouped else settings.n_envs
+    venv = make_vec_env(f"rla_gym:{settings.env}", n_envs=n_envs, seed=settings.seed)
     prm = None
     if settings.mode not in ("outcome", *ORACLE_MODES):
         head = "value" if settings.objective == "value-difference" else "step"
         prm = ProcessRewardModel.for_env(venv.envs[0], head=head, device=settings.device, seed=settings.seed)  # type: ignore[attr-defined]
     reward_env = IntegratedRewardVecEnv(
-        venv, prm, mode=settings.mode, lam=settings.lam, m=settings.m, seed=settings.seed, deferred=True,
-        process_scale=settings.process_scale, mu=settings.mu,
+        venv, prm, mode=settings.mode, lam=settings.lam, m=settings.m, seed=settings.seed,
+        deferred=not grouped, process_scale=settings.process_scale, mu=settings.mu,
     )  # fmt: skip
     if settings.mode == "env" and settings.curriculum != "fixed":
-        curriculum: Curriculum = CURRICULA[settings.curriculum](
-            settings.env,
-            seed=settings.seed,
-            **curriculum_kwargs(settings.curriculum, settings.max_difficulty),
-        )
+        kwargs = curriculum_kwargs(settings.curriculum, settings.max_difficulty)
+        cls = CURRICULA[settings.curriculum]
+        if grouped and "rollouts_per_task" in inspect.signature(cls).parameters:
+            kwargs["rollouts_per_task"] = settings.group_size  # a group is one round of a task
+        curriculum: Curriculum = cls(settings.env, seed=settings.seed, **kwargs)
     else:  # the ablation rows below the full loop keep the difficulty fixed
         curriculum = FixedCurriculum(settings.env, settings.difficulty, seed=settings.seed)
-    top = CurriculumVecEnv(reward_env, curriculum)
-    model = _algorithm(settings, top)
+    top: CurriculumVecEnv | None = None
+    if grouped:  # the group trainer asks the curriculum for groups and steps the envs itself
+        model = _group_algorithm(settings, venv, reward_env, curriculum)
+    else:
+        top = CurriculumVecEnv(reward_env, curriculum)
+        model = _algorithm(settings, top)
     trainer = None
     if prm is not None and settings.mode in TRAINED_RM_MODES:
         trainer = PRMTrainer(prm, settings.objective, lam=settings.lam, m=settings.m, seed=settings.seed)
@@ -583,3 +623,18 @@ def build_loop(settings: LoopSettings) -> tuple[Any, RLAnythingCallback]:
         curriculum_env=top,
     )  # fmt: skip
     return model, callback
+
+
+def _group_algorithm(
+    settings: LoopSettings, venv: VecEnv, reward_env: IntegratedRewardVecEnv, curriculum: Curriculum
+) -> Any:
+    from agents.grpo import GroupPPO
+    from agents.policies import MaskableTokenPolicy, TokenPolicy
+
+    masked = settings.algo == "maskable-grpo"
+    return GroupPPO(
+        MaskableTokenPolicy if masked else TokenPolicy, venv, reward_env=reward_env, curriculum=curriculum,
+        group_size=settings.group_size, group_filter=settings.group_filter, masked=masked,
+        policy_kwargs={"features_extractor_kwargs": {"encoder": settings.encoder}},
+        seed=settings.seed, device=settings.device,
+    )  # fmt: skip

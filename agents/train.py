@@ -248,23 +248,25 @@ def train(settings: TrainSettings) -> dict[str, Any]:
     return results
 
 
-def policy_agent(model: Any, masked: bool) -> Any:
-    """The greedy policy of an SB3 model as an ``rla_gym.evaluation`` agent."""
+def policy_agent(model: Any, masked: bool, deterministic: bool = True) -> Any:
+    """The greedy (or, ``deterministic=False``, the stochastic) policy of an SB3 model as an
+    ``rla_gym.evaluation`` agent."""
 
     def agent(obs: Any, info: dict[str, Any], rng: np.random.Generator) -> int:
         if masked:  # MaskablePPO acts on admissible commands only when it is given the mask
-            return int(model.predict(obs, deterministic=True, action_masks=info["action_mask"] == 1)[0])
-        return int(model.predict(obs, deterministic=True)[0])
+            mask = info["action_mask"] == 1
+            return int(model.predict(obs, deterministic=deterministic, action_masks=mask)[0])
+        return int(model.predict(obs, deterministic=deterministic)[0])
 
     return agent
 
 
 def evaluate_policy(
-    model: Any, settings: TrainSettings, levels: tuple[float, ...] = EVAL_LEVELS
+    model: Any, settings: TrainSettings, levels: tuple[float, ...] = EVAL_LEVELS, deterministic: bool = True
 ) -> list[dict[str, float]]:
-    """Greedy success on held-out task seeds at fixed difficulties."""
+    """Held-out success at fixed difficulties: greedy, or stochastic with ``deterministic=False``."""
     env = gym.make(settings.env)
-    agent = policy_agent(model, settings.algo == "maskable-ppo")
+    agent = policy_agent(model, settings.algo.startswith("maskable"), deterministic)
     rows = []
     for level in levels:
         result = evaluate(env, agent, level, heldout_seeds(settings.eval_episodes))

@@ -98,6 +98,12 @@ class Curriculum(abc.ABC):
     def next_task(self, slot: int = 0) -> Task:
         """The task that the env in ``slot`` (its index in a vector env) runs next."""
 
+    def next_group(self, slot: int, size: int) -> list[Task]:
+        """``size`` rollouts of one task for a group trainer (``agents.grpo``): by default the
+        task :meth:`next_task` hands out, ``size`` times; each rollout is reported to :meth:`update`."""
+        size = check_positive(size, "size", integer=True)
+        return [self.next_task(slot)] * size
+
     def trains_on(self, task: Task) -> bool:
         """Whether the learner should train on the episode of ``task``, just handed out by :meth:`next_task`.
 

@@ -134,16 +134,23 @@ class TaskPoolCurriculum(Curriculum):
         self._start_round(slot, task, 0, None)
 
     def next_task(self, slot: int = 0) -> Task:
+        return self.next_group(slot, 1)[0]
+
+    def next_group(self, slot: int, size: int) -> list[Task]:
+        """One slot's rollouts as a group of ``size`` rollouts of one task (with ``fresh_seeds``,
+        one fresh task at the slot's difficulty): a round of the paper's k rollouts per task
+        when ``size == rollouts_per_task``."""
+        size = check_positive(size, "size", integer=True)
         # a slot whose round still needs rollouts first, then the one served least overall; the
         # round count alone (reset by every judgement) starved slots stuck one short of a round
         chosen = min(self.slots, key=lambda s: (s["assigned"] >= self.rollouts, s.get("served", 0)))
-        chosen["assigned"] += 1
-        chosen["served"] = chosen.get("served", 0) + 1
+        chosen["assigned"] += size
+        chosen["served"] = chosen.get("served", 0) + size
         if not self.fresh_seeds:
-            return chosen["phase"]
+            return [chosen["phase"]] * size
         task = self.new_task(chosen["phase"].difficulty)
-        chosen["issued"].append(task)
-        return task
+        chosen["issued"].extend([task] * size)
+        return [task] * size
 
     def is_pending(self, task: Task) -> bool:
         """Whether ``task`` is a proposal awaiting judgement (the paper trains on it only if accepted)."""

@@ -1,0 +1,339 @@
+"""The paper's trainer: group rollouts, per-step-index z-scored advantages, no critic.
+
+Each round draws ``groups`` tasks from the curriculum (``Curriculum.next_group``) and runs
+``group_size`` rollouts of each, side by side, every env stepping until its own episode ends.
+Step i of trajectory tau gets the integrated reward R_i = O + (lambda / m) sum_j S_ij (the
+outcome alone in mode ``outcome``); within a group, R_i is z-scored across the trajectories
+that reach step index i (population std; a step index only one trajectory reaches keeps its
+raw R, as the authors' OSWorld code does; a zero std gives 0). That z-score is the step's
+advantage in a PPO-style clipped surrogate with a k3 KL penalty against the policy before the
+update, and no critic and no value loss (REFERENCE.md A1). Samples with advantage 0 are
+dropped, as in the authors' code. ``group_filter="mixed"`` drops groups whose rollouts all
+succeed or all fail (the ALFWorld code); ``"all"`` keeps every group (the OSWorld code).
+
+:class:`GroupPPO` is an SB3 ``OnPolicyAlgorithm``, so it takes the same policies
+(``TokenPolicy``, ``MaskableTokenPolicy``: the value head is there but never trained), the same
+callbacks, ``predict``, checkpoints and evaluation as the PPO loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
+from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
+
+from agents.trajectories import Trajectory
+from rla_gym.curricula.base import Curriculum, EpisodeResult
+
+GROUP_FILTERS = ("all", "mixed")
+
+
+def group_advantages(rewards: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Per-step-index z-scores of one group's per-step rewards (one array per trajectory).
+
+    At step index i the z-score runs over the trajectories that have a step i, with the
+    population std; an index only one trajectory reaches keeps that trajectory's raw reward;
+    a zero std gives 0.
+    """
+    arrays = [np.asarray(r, dtype=np.float64) for r in rewards]
+    advantages = [np.zeros_like(r) for r in arrays]
+    longest = max((len(r) for r in arrays), default=0)
+    for i in range(longest):
+        reach = [k for k, r in enumerate(arrays) if len(r) > i]
+        values = np.array([arrays[k][i] for k in reach])
+        if len(reach) == 1:
+            advantages[reach[0]][i] = values[0]
+            continue
+        std = values.std()
+        if std > 0:
+            for k, z in zip(reach, (values - values.mean()) / std, strict=True):
+                advantages[k][i] = z
+    return advantages
+
+
+def keeps_group(outcomes: Sequence[int], group_filter: str) -> bool:
+    """Whether a group with these outcomes trains the policy under ``group_filter``."""
+    if group_filter not in GROUP_FILTERS:
+        raise ValueError(f"group_filter must be one of {GROUP_FILTERS}, got {group_filter!r}")
+    return group_filter == "all" or len(set(outcomes)) > 1
+
+
+class GroupPPO(OnPolicyAlgorithm):
+    """GRPO-style trainer on an SB3 policy (see the module doc).
+
+    ``env`` must be a ``DummyVecEnv`` of ``groups * group_size`` rla-gym envs: the trainer
+    steps each env on its own, so a finished episode waits for its group instead of running
+    on. ``reward_env`` (an ``agents.loop.IntegratedRewardVecEnv`` over the same envs, never
+    stepped) supplies the mode, lambda, m and the votes; the finished trajectories go to its
+    ``finished`` list, where the loop's callback trains the PRM on them. One rollout of SB3's
+    ``learn`` is one round.
+    """
+
+    def __init__(
+        self,
+        policy: Any,
+        env: VecEnv,
+        *,
+        reward_env: Any,
+        curriculum: Curriculum,
+        group_size: int = 8,
+        group_filter: str = "all",
+        learning_rate: float = 3e-4,
+        n_epochs: int = 10,
+        batch_size: int = 256,
+        clip_range: float = 0.2,
+        kl_coef: float = 0.01,
+        ent_coef: float = 0.0,
+        max_grad_norm: float = 0.5,
+        masked: bool = False,
+        policy_kwargs: dict[str, Any] | None = None,
+        seed: int | None = None,
+        device: torch.device | str = "auto",
+        verbose: int = 0,
+    ) -> None:
+        if not isinstance(env, DummyVecEnv):
+            raise TypeError(f"GroupPPO steps its envs one by one: env must be a DummyVecEnv, got {env!r}")
+        for name, value in (("group_size", group_size), ("n_epochs", n_epochs), ("batch_size", batch_size)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        if group_size < 2:
+            raise ValueError(f"group_size must be >= 2 to z-score across a group, got {group_size}")
+        if env.num_envs % group_size:
+            raise ValueError(
+                f"the env count ({env.num_envs}) must be a multiple of group_size ({group_size})"
+            )
+        keeps_group([1], group_filter)  # validates the name
+        super().__init__(
+            policy, env, learning_rate=learning_rate, n_steps=1, gamma=1.0, gae_lambda=1.0, ent_coef=ent_coef,
+            vf_coef=0.0, max_grad_norm=max_grad_norm, use_sde=False, sde_sample_freq=-1,
+            policy_kwargs=policy_kwargs, verbose=verbose, seed=seed, device=device,
+            supported_action_spaces=(spaces.Discrete,),
+        )  # fmt: skip
+        self.reward_env, self.curriculum = reward_env, curriculum
+        self.group_size, self.group_filter = group_size, group_filter
+        self.groups = env.num_envs // group_size
+        self.n_epochs, self.batch_size = n_epochs, batch_size
+        self.clip_range_value, self.kl_coef, self.masked = clip_range, kl_coef, masked
+        self._samples: dict[str, Any] | None = None
+        self.round_stats: dict[str, float] = {}
+
+    def _setup_model(self) -> None:
+        """The policy only: samples live in the trainer, not in an SB3 rollout buffer."""
+        self._setup_lr_schedule()
+        self.set_random_seed(self.seed)
+        self.rollout_buffer = None  # type: ignore[assignment]
+        self.policy = self.policy_class(  # type: ignore[assignment]
+            self.observation_space, self.action_space, self.lr_schedule, **self.policy_kwargs
+        )
+        self.policy = self.policy.to(self.device)
+
+    # ------------------------------------------------------------ collection
+    def _act(self, observations: list[dict[str, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+        """Sampled actions and their log-probabilities for a batch of observations."""
+        batch = {key: np.stack([o[key] for o in observations]) for key in observations[0]}
+        with torch.no_grad():
+            obs_tensor, _ = self.policy.obs_to_tensor(batch)
+            if self.masked:
+                mask = batch["action_mask"].astype(bool)
+                actions, _, log_probs = self.policy(obs_tensor, action_masks=mask)
+            else:
+                actions, _, log_probs = self.policy(obs_tensor)
+        return actions.cpu().numpy(), log_probs.cpu().numpy()
+
+    def collect_rollouts(
+        self, env: VecEnv, callback: BaseCallback, rollout_buffer: Any, n_rollout_steps: int
+    ) -> bool:
+        """One round: ``groups`` tasks, ``group_size`` rollouts each, then the group advantages."""
+        assert isinstance(env, DummyVecEnv)
+        self.policy.set_training_mode(False)
+        callback.on_rollout_start()
+        tasks = [task for g in range(self.groups) for task in self.curriculum.next_group(g, self.group_size)]
+        trains = [self.curriculum.trains_on(task) for task in tasks]
+        obs: list[Any] = []
+        distances = np.zeros(len(tasks))
+        for i, task in enumerate(tasks):
+            env.envs[i].unwrapped.set_task(task)  # type: ignore[attr-defined]
+            first, info = env.envs[i].reset()
+            if info["task_id"] != task.task_id:
+                raise RuntimeError(f"env {i} ran task {info['task_id']}, not the assigned {task.task_id}")
+            obs.append(first)
+            distances[i] = info.get("distance", 0.0)
+        steps: list[list[Any]] = [
+            [] for _ in tasks
+        ]  # per env: (obs, action, log_prob, next tokens, label, gain)
+        outcomes = np.zeros(len(tasks), dtype=np.int64)
+        returns = np.zeros(len(tasks))
+        active = list(range(len(tasks)))
+        gamma = self.reward_env.gamma
+        while active:
+            actions, log_probs = self._act([obs[i] for i in active])
+            still = []
+            for i, action, log_prob in zip(active, actions, log_probs, strict=True):
+                nxt, reward, terminated, truncated, info = env.envs[i].step(int(action))
+                done = terminated or truncated
+                after = 0.0 if done else gamma * info.get("distance", 0.0)
+                gain, distances[i] = float(distances[i] - after), info.get("distance", 0.0)
+                label = 1 if info.get("progress") == 1 else -1
+                steps[i].append((obs[i], int(action), float(log_prob), nxt["tokens"], label, gain))
+                returns[i] += float(reward)
+                obs[i] = nxt
+                if done:
+                    outcomes[i] = int(info["outcome"])
+                    if "episode" in info:
+                        self.ep_info_buffer.extend([info["episode"]])  # type: ignore[union-attr]
+                    self.ep_success_buffer.append(bool(info["is_success"]))  # type: ignore[union-attr]
+                else:
+                    still.append(i)
+            self.num_timesteps += len(active)
+            active = still
+            callback.update_locals(locals())
+            if not callback.on_step():
+                return False
+        self._finish_round(tasks, trains, steps, outcomes, returns)
+        callback.on_rollout_end()
+        return True
+
+    def _finish_round(
+        self,
+        tasks: list[Any],
+        trains: list[bool],
+        steps: list[list[Any]],
+        outcomes: np.ndarray,
+        returns: np.ndarray,
+    ) -> None:
+        """Votes for every step of the round in one call, group advantages, curriculum updates."""
+        re = self.reward_env
+        rows = [(s[0]["tokens"], s[1], s[3], s[4], s[5]) for episode in steps for s in episode]
+        votes = estimates = None
+        if re.scoring:
+            votes, estimates = re.vote(rows)
+        rewards, offset = [], 0
+        for i, episode in enumerate(steps):
+            outcome = re.outcome_weight * outcomes[i]
+            process = 0.0
+            if votes is not None:
+                process = re.lam * votes[offset : offset + len(episode)].mean(axis=1)
+            rewards.append(outcome + process + np.zeros(len(episode)))
+            trajectory = Trajectory(
+                np.stack([s[0]["tokens"] for s in episode]), np.array([s[1] for s in episode]),
+                np.stack([s[3] for s in episode]), int(outcomes[i]), tasks[i].task_id,
+                np.array([s[4] for s in episode]), tasks[i].difficulty,
+            )  # fmt: skip
+            re.finished.append(trajectory)
+            prediction = None
+            if estimates is not None:
+                prediction = re.outcome_prediction(estimates[offset : offset + len(episode)])
+            self.curriculum.update(
+                EpisodeResult(
+                    tasks[i], int(outcomes[i]), float(returns[i]), len(episode),
+                    rm_outcome_prediction=prediction,
+                    rm_votes=None if votes is None else votes[offset : offset + len(episode)],
+                )
+            )  # fmt: skip
+            offset += len(episode)
+        keep_obs, keep_actions, keep_log_probs, keep_advantages = [], [], [], []
+        kept_groups = 0
+        k = self.group_size
+        for g in range(self.groups):
+            members = range(g * k, (g + 1) * k)
+            if not keeps_group([outcomes[i] for i in members], self.group_filter):
+                continue
+            kept_groups += 1
+            for i, advantages in zip(members, group_advantages([rewards[i] for i in members]), strict=True):
+                if not trains[i]:
+                    continue
+                for step, advantage in zip(steps[i], advantages, strict=True):
+                    if advantage != 0:
+                        keep_obs.append(step[0])
+                        keep_actions.append(step[1])
+                        keep_log_probs.append(step[2])
+                        keep_advantages.append(advantage)
+        total = sum(len(episode) for episode in steps)
+        self.round_stats = {
+            "success": float(np.mean(outcomes == 1)),
+            "kept_groups": kept_groups / self.groups,
+            "trained_share": len(keep_actions) / max(total, 1),
+        }
+        self._samples = None
+        if keep_actions:
+            self._samples = {
+                "obs": {key: np.stack([o[key] for o in keep_obs]) for key in keep_obs[0]},
+                "actions": np.array(keep_actions),
+                "log_probs": np.array(keep_log_probs, dtype=np.float32),
+                "advantages": np.array(keep_advantages, dtype=np.float32),
+            }
+
+    # ------------------------------------------------------------ update
+    def train(self) -> None:
+        """Clipped surrogate on the round's samples; k3 KL to the pre-update policy; no critic."""
+        for key, value in self.round_stats.items():
+            self.logger.record(f"grpo/{key}", value)
+        samples, self._samples = self._samples, None
+        if samples is None:
+            self.logger.record("grpo/samples", 0)
+            return
+        self.policy.set_training_mode(True)
+        self._update_learning_rate(self.policy.optimizer)
+        n = len(samples["actions"])
+        obs_tensor, _ = self.policy.obs_to_tensor(samples["obs"])
+        actions = torch.as_tensor(samples["actions"], device=self.device)
+        old_log_probs = torch.as_tensor(samples["log_probs"], device=self.device)
+        advantages = torch.as_tensor(samples["advantages"], device=self.device)
+        masks = samples["obs"]["action_mask"].astype(bool) if self.masked else None
+        losses, kls, clipped = [], [], []
+        for _ in range(self.n_epochs):
+            order = torch.randperm(n, device=self.device)
+            for start in range(0, n, self.batch_size):
+                idx = order[start : start + self.batch_size]
+                batch_obs = {key: value[idx] for key, value in obs_tensor.items()}  # type: ignore[union-attr]
+                if self.masked:
+                    assert masks is not None
+                    _, log_prob, entropy = self.policy.evaluate_actions(  # type: ignore[call-arg]
+                        batch_obs, actions[idx], action_masks=masks[idx.cpu().numpy()]
+                    )
+                else:
+                    _, log_prob, entropy = self.policy.evaluate_actions(batch_obs, actions[idx])
+                log_ratio = (log_prob - old_log_probs[idx]).clamp(-10.0, 10.0)
+                ratio = torch.exp(log_ratio)
+                adv = advantages[idx]
+                surrogate = torch.min(
+                    ratio * adv, ratio.clamp(1 - self.clip_range_value, 1 + self.clip_range_value) * adv
+                )
+                kl = torch.exp(-log_ratio) + log_ratio - 1.0  # k3 estimate of KL(new || old)
+                loss = -surrogate.mean() + self.kl_coef * kl.mean()
+                if self.ent_coef and entropy is not None:
+                    loss = loss - self.ent_coef * entropy.mean()
+                self.policy.optimizer.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
+                self.policy.optimizer.step()
+                losses.append(loss.item())
+                kls.append(kl.mean().item())
+                clipped.append(((ratio - 1).abs() > self.clip_range_value).float().mean().item())
+        self._n_updates += self.n_epochs
+        self.logger.record("grpo/samples", n)
+        self.logger.record("train/policy_loss", float(np.mean(losses)))
+        self.logger.record("train/kl_k3", float(np.mean(kls)))
+        self.logger.record("train/clip_fraction", float(np.mean(clipped)))
+        self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
+
+    def predict(
+        self,
+        observation: Any,
+        state: Any = None,
+        episode_start: Any = None,
+        deterministic: bool = False,
+        action_masks: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, Any]:
+        """SB3's ``predict``; with a maskable policy it takes ``action_masks`` as MaskablePPO does."""
+        if self.masked:
+            return self.policy.predict(  # type: ignore[call-arg]
+                observation, state, episode_start, deterministic, action_masks=action_masks
+            )
+        return self.policy.predict(observation, state, episode_start, deterministic)

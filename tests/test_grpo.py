@@ -1,0 +1,127 @@
+"""The group trainer: group advantages by hand, the group filter, a real training run, rla train."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from agents.grpo import GroupPPO, group_advantages, keeps_group
+from agents.loop import LoopSettings, build_loop
+from agents.train import TrainSettings, load_run, train
+from rla_gym.curricula import FixedCurriculum, TaskPoolCurriculum
+
+
+def test_group_advantages_match_a_computation_by_hand() -> None:
+    # three trajectories of one task: R_i = O + lambda * mean vote per step
+    rewards = [np.array([1.5, 0.5]), np.array([-1.0, -0.5, -1.5]), np.array([1.0, 1.0])]
+    a0 = np.array([1.5, -1.0, 1.0])  # step 0: all three reach it
+    z0 = (a0 - a0.mean()) / a0.std()  # population std
+    a1 = np.array([0.5, -0.5, 1.0])
+    z1 = (a1 - a1.mean()) / a1.std()
+    got = group_advantages(rewards)
+    np.testing.assert_allclose(got[0], [z0[0], z1[0]])
+    np.testing.assert_allclose(got[1], [z0[1], z1[1], -1.5])  # step 2: one trajectory keeps its raw R
+    np.testing.assert_allclose(got[2], [z0[2], z1[2]])
+    # equal rewards at a step index: zero std gives 0, and those samples are dropped
+    np.testing.assert_allclose(
+        group_advantages([np.array([1.0, 2.0]), np.array([1.0, 0.0])]), [[0, 1], [0, -1]]
+    )
+    assert group_advantages([]) == []
+
+
+def test_group_filter_all_keeps_every_group_and_mixed_drops_one_outcome_groups() -> None:
+    assert keeps_group([1, 1, 1], "all") and keeps_group([-1, -1], "all") and keeps_group([1, -1], "all")
+    assert not keeps_group([1, 1, 1], "mixed") and not keeps_group([-1, -1], "mixed")
+    assert keeps_group([1, -1, -1], "mixed")
+    with pytest.raises(ValueError, match="group_filter must be one of .* got 'some'"):
+        keeps_group([1], "some")
+
+
+def test_a_round_runs_groups_of_one_task_and_trains_on_their_advantages() -> None:
+    torch.set_num_threads(1)
+    settings = LoopSettings(
+        algo="grpo", mode="oracle", difficulty=0.0, groups=3, group_size=4, seed=0, device="cpu"
+    )
+    model, callback = build_loop(settings)
+    assert isinstance(model, GroupPPO) and model.env.num_envs == 12
+    seen = []
+    finish = model._finish_round
+
+    def spy(tasks, trains, steps, outcomes, returns) -> None:
+        seen.append((tasks, steps, outcomes))
+        finish(tasks, trains, steps, outcomes, returns)
+
+    model._finish_round = spy  # type: ignore[method-assign]
+    before = [p.detach().clone() for p in model.policy.parameters()]
+    model.learn(1, callback=callback)  # one round
+    tasks, steps, outcomes = seen[0]
+    assert [len({t.task_id for t in tasks[g * 4 : (g + 1) * 4]}) for g in range(3)] == [1, 1, 1]
+    trajectories = callback.reward_env.drain() or []
+    assert model.num_timesteps == sum(len(s) for s in steps)  # every env stepped only until its end
+    assert callback.curriculum.episodes == 12
+    assert all(len(s) >= 1 for s in steps) and set(outcomes.tolist()) <= {-1, 1}
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.policy.parameters(), strict=True))
+    assert callback.history and "loop/success" in callback.history[-1]
+    assert not trajectories  # the loop's callback drained them for its metrics
+
+
+def test_grpo_learns_textnav_at_d0_from_outcomes_alone() -> None:
+    torch.set_num_threads(1)
+    model, callback = build_loop(
+        LoopSettings(algo="grpo", mode="outcome", difficulty=0.0, seed=0, device="cpu")
+    )
+    model.learn(12_000, callback=callback)
+    success = [row["loop/success"] for row in callback.history]
+    assert np.mean(success[-3:]) > np.mean(success[:2]) + 0.2  # random is about 0.2 here
+
+
+def test_task_pool_hands_a_group_one_round_of_a_task() -> None:
+    pool = TaskPoolCurriculum("RLA-TextNav-v0", pool_size=2, rollouts_per_task=4, dataset_size=None)
+    group = pool.next_group(0, 4)
+    assert len(set(group)) == 1
+    assert pool.next_group(1, 4)[0] != group[0]  # the other slot next
+    fresh = TaskPoolCurriculum("RLA-TextNav-v0", pool_size=2, rollouts_per_task=4, fresh_seeds=True)
+    group = fresh.next_group(0, 4)
+    assert len(set(group)) == 1
+    for task in group:
+        fresh.update(rla_result(task))
+    assert fresh.stale == 0 and fresh.episodes == 4
+    assert (
+        FixedCurriculum("RLA-TextNav-v0", 0.3).next_group(0, 3)
+        == [FixedCurriculum("RLA-TextNav-v0", 0.3).next_task()] * 3
+    )
+    with pytest.raises(ValueError, match="size must be"):
+        pool.next_group(0, 0)
+
+
+def rla_result(task):
+    from rla_gym.curricula import EpisodeResult
+
+    return EpisodeResult(task, 1, 1.0, 3)
+
+
+def test_rla_train_with_grpo_checkpoints_resumes_and_evaluates(tmp_path) -> None:
+    out = tmp_path / "run"
+    settings = TrainSettings(
+        algo="maskable-grpo", mode="reward", groups=2, group_size=4, steps=1500, checkpoint_every=500,
+        eval_episodes=5, out=str(out), device="cpu", difficulty=0.1,
+    )  # fmt: skip
+    first = train(settings)
+    assert first["steps"] >= 1500
+    resumed = train(TrainSettings(**{**settings.__dict__, "steps": 2500, "resume": True}))
+    assert resumed["steps"] >= 2500
+    model, loaded = load_run(str(out))
+    assert isinstance(model, GroupPPO) and model.masked and loaded.algo == "maskable-grpo"
+    assert json.loads((out / "results.json").read_text())["steps"] == resumed["steps"]
+
+
+def test_bad_group_settings_are_named() -> None:
+    with pytest.raises(ValueError, match="group_size must be an integer >= 2, got 1"):
+        build_loop(LoopSettings(algo="grpo", group_size=1))
+    with pytest.raises(ValueError, match="group_filter must be one of"):
+        build_loop(LoopSettings(algo="grpo", group_filter="none"))
+    with pytest.raises(ValueError, match="process_scale 'advantage' is for the critic algorithms"):
+        build_loop(LoopSettings(algo="grpo", process_scale="advantage"))
