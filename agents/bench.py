@@ -40,9 +40,13 @@ PRECISION_M = (1, 2, 4, 8, 16, 32)
 RUN_SETTINGS = (
     "steps", "eval_every", "eval_episodes", "levels", "max_difficulty", "difficulty", "algo",
     "encoder", "objective", "lam", "process_scale", "mu", "prm_epochs", "prm_replay", "n_envs", "n_steps",
+    "group_size", "groups", "group_filter",
 )  # fmt: skip
 #: Run settings added after runs were committed: a run without the key was made with this value.
-UNSAVED_DEFAULTS = {"encoder": "flatten", "prm_epochs": 1, "prm_replay": 1, "mu": 1.5}
+UNSAVED_DEFAULTS = {
+    "encoder": "flatten", "prm_epochs": 1, "prm_replay": 1, "mu": 1.5, "group_size": 8, "groups": 8,
+    "group_filter": "all",
+}  # fmt: skip
 #: Held-out RM trajectories use task seeds from here on (policy evaluation uses the start).
 RM_SEED_OFFSET = 1_000_000
 
@@ -79,7 +83,7 @@ class BenchSettings:
     levels: tuple[float, ...] = _help("evaluation difficulties", (0.25, 0.5, 0.75, 1.0))
     max_difficulty: float = _help("training stays within [0, this]; harder levels are OOD", 0.5)
     difficulty: float = _help("difficulty of the fixed strategy and the fixed-env modes", 0.25)
-    algo: str = _help("SB3 algorithm: ppo, a2c, maskable-ppo", "ppo")
+    algo: str = _help(f"algorithm: {', '.join(ALGOS)} (grpo: the paper's group trainer)", "ppo")
     encoder: str = _help("token encoder of the policy: flatten, attention, relational, lookup", "flatten")
     objective: str = _help("PRM objective (outcome-only)", "value-difference")
     lam: float = _help("lambda: weight of the process part of the reward", 1.0)
@@ -89,6 +93,9 @@ class BenchSettings:
     mu: float = _help("vote quality of mode noisy-oracle: p+ + p- in [0, 2]", 1.5)
     prm_epochs: int = _help("PRM training passes per rollout", 1)
     prm_replay: int = _help("recent rollouts the PRM trains on (1: this one, the paper's)", 1)
+    group_size: int = _help("grpo: rollouts per task (a group)", 8)
+    groups: int = _help("grpo: tasks per round", 8)
+    group_filter: str = _help("grpo: all (keep every group) or mixed (drop one-outcome groups)", "all")
     n_envs: int = _help("vectorised envs per run", 4)
     n_steps: int = _help("rollout length per env", 256)
     out: str = _help("results directory", "results/bench")
@@ -193,8 +200,9 @@ def loop_settings(settings: BenchSettings, spec: RunSpec) -> LoopSettings:
     return LoopSettings(
         env=spec.env, algo=settings.algo, encoder=settings.encoder, mode=spec.mode, curriculum=spec.strategy,
         objective=settings.objective, lam=settings.lam, process_scale=settings.process_scale, mu=settings.mu,
-        prm_epochs=settings.prm_epochs, prm_replay=settings.prm_replay,
-        n_envs=settings.n_envs, n_steps=settings.n_steps,
+        prm_epochs=settings.prm_epochs, prm_replay=settings.prm_replay, group_size=settings.group_size,
+        groups=settings.groups, group_filter=settings.group_filter, n_envs=settings.n_envs,
+        n_steps=settings.n_steps,
         difficulty=settings.difficulty, max_difficulty=settings.max_difficulty, seed=spec.seed,
         device="cpu",
     )  # fmt: skip

@@ -10,6 +10,10 @@ advantage in a PPO-style clipped surrogate with a k3 KL penalty against the poli
 update, and no critic and no value loss (REFERENCE.md A1). Samples with advantage 0 are
 dropped, as in the authors' code. ``group_filter="mixed"`` drops groups whose rollouts all
 succeed or all fail (the ALFWorld code); ``"all"`` keeps every group (the OSWorld code).
+A round is held back until the curriculum has seen its outcomes, so the rollouts of a
+task-pool proposal that the round's judgement rejects are not trained on, as in the paper
+(``Curriculum.verdict``; with ``group_size == rollouts_per_task`` a group is one round of a
+pool slot, which the loop arranges).
 
 :class:`GroupPPO` is an SB3 ``OnPolicyAlgorithm``, so it takes the same policies
 (``TokenPolicy``, ``MaskableTokenPolicy``: the value head is there but never trained), the same
@@ -237,6 +241,11 @@ class GroupPPO(OnPolicyAlgorithm):
                 )
             )  # fmt: skip
             offset += len(episode)
+        rejected = 0
+        for g in range(self.groups):  # the paper trains on a proposal's rollouts only if it is accepted
+            if self.curriculum.verdict(tasks[g * self.group_size]) is False:
+                rejected += 1
+                trains[g * self.group_size : (g + 1) * self.group_size] = [False] * self.group_size
         keep_obs, keep_actions, keep_log_probs, keep_advantages = [], [], [], []
         kept_groups = 0
         k = self.group_size
@@ -258,6 +267,7 @@ class GroupPPO(OnPolicyAlgorithm):
         self.round_stats = {
             "success": float(np.mean(outcomes == 1)),
             "kept_groups": kept_groups / self.groups,
+            "rejected_groups": rejected / self.groups,
             "trained_share": len(keep_actions) / max(total, 1),
         }
         self._samples = None

@@ -125,3 +125,41 @@ def test_bad_group_settings_are_named() -> None:
         build_loop(LoopSettings(algo="grpo", group_filter="none"))
     with pytest.raises(ValueError, match="process_scale 'advantage' is for the critic algorithms"):
         build_loop(LoopSettings(algo="grpo", process_scale="advantage"))
+
+
+def test_task_pool_verdicts_say_whether_a_judged_proposal_was_accepted() -> None:
+    pool = TaskPoolCurriculum("RLA-TextNav-v0", pool_size=1, rollouts_per_task=2, dataset_size=None)
+    first = pool.next_group(0, 2)
+    for task in first:
+        pool.update(rla_result(task))  # acc 1.0: a harder proposal
+    assert pool.verdict(first[0]) is None  # the active task's round judged no proposal
+    proposal = pool.next_group(0, 2)
+    assert pool.is_pending(proposal[0])
+    for task in proposal:
+        pool.update(rla_result(task))  # acc' = 1.0 is not < acc: rejected
+    assert pool.verdict(proposal[0]) is False and pool.verdict(proposal[0]) is None  # read once
+    for task in pool.next_group(0, 2):  # the active task's round again: another proposal
+        pool.update(rla_result(task))
+    proposal = pool.next_group(0, 2)
+    assert pool.is_pending(proposal[0])
+    for task, outcome in zip(proposal, (1, -1), strict=True):
+        from rla_gym.curricula import EpisodeResult
+
+        pool.update(EpisodeResult(task, outcome, 0.0, 3))  # acc' = 0.5: accepted
+    assert pool.verdict(proposal[0]) is True
+
+
+class _RejectsAll(FixedCurriculum):
+    def verdict(self, task):  # every round judged a proposal that was rejected
+        return False
+
+
+def test_grpo_does_not_train_on_rounds_whose_proposal_was_rejected() -> None:
+    torch.set_num_threads(1)
+    settings = LoopSettings(algo="grpo", mode="oracle", groups=2, group_size=4, seed=0, device="cpu")
+    model, callback = build_loop(settings)
+    model.curriculum = callback.curriculum = _RejectsAll("RLA-TextNav-v0", 0.0)
+    before = [p.detach().clone() for p in model.policy.parameters()]
+    model.learn(1, callback=callback)
+    assert model.round_stats["rejected_groups"] == 1.0 and model.round_stats["trained_share"] == 0.0
+    assert all(torch.equal(a, b) for a, b in zip(before, model.policy.parameters(), strict=True))

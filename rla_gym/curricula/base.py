@@ -104,6 +104,12 @@ class Curriculum(abc.ABC):
         size = check_positive(size, "size", integer=True)
         return [self.next_task(slot)] * size
 
+    def verdict(self, task: Task) -> bool | None:
+        """For a trainer that holds a round back until the curriculum has judged it: False if
+        ``task``'s rollouts judged a proposal that was rejected (the paper does not train on
+        them), True if accepted, None if there was nothing to judge (the default)."""
+        return None
+
     def trains_on(self, task: Task) -> bool:
         """Whether the learner should train on the episode of ``task``, just handed out by :meth:`next_task`.
 

@@ -119,6 +119,7 @@ class TaskPoolCurriculum(Curriculum):
             self._fill(slot, self.new_task(self.low if start is None else start))
             self.slots.append(slot)
         self.history: list[dict[str, Any]] = []
+        self._verdicts: dict[str, bool] = {}  # task id -> was its proposal accepted (until read)
         self.accepted = self.rejected = self.stale = 0
 
     def _fill(self, slot: dict[str, Any], task: Task) -> None:
@@ -152,6 +153,13 @@ class TaskPoolCurriculum(Curriculum):
         chosen["issued"].extend([task] * size)
         return [task] * size
 
+    def verdict(self, task: Task) -> bool | None:
+        """Whether the proposal ``task``'s rollouts judged was accepted; None if they judged no
+        proposal (or it was read already). The paper trains on a proposal's rollouts only if it
+        is accepted: a trainer that holds a round back until its judgement (``agents.grpo``)
+        asks here."""
+        return self._verdicts.pop(task.task_id, None)
+
     def is_pending(self, task: Task) -> bool:
         """Whether ``task`` is a proposal awaiting judgement (the paper trains on it only if accepted)."""
         slot = self._slot_of(task)
@@ -170,6 +178,7 @@ class TaskPoolCurriculum(Curriculum):
             return
         if self.fresh_seeds:
             slot["issued"].remove(result.task)  # each fresh task counts once
+        slot.setdefault("judged", []).append(result.task.task_id)
         slot["outcomes"].append(result.outcome)
         if result.rm_outcome_prediction is not None:
             slot["predictions"].append(result.rm_outcome_prediction)
@@ -203,6 +212,7 @@ class TaskPoolCurriculum(Curriculum):
                 {"from": active, "to": slot["phase"], "direction": slot["direction"],
                  "acc": base, "new_acc": acc, "accepted": accept, "episode": self.episodes}
             )  # fmt: skip
+            self._verdicts.update(dict.fromkeys(slot.get("judged", []), accept))
             if accept:
                 slot.update(active=slot["phase"], acc=acc, rejections=0, scale=1.0)
                 if slot["index"] is not None:
@@ -230,7 +240,7 @@ class TaskPoolCurriculum(Curriculum):
     def _start_round(slot: dict[str, Any], task: Task, direction: int, base_acc: float | None) -> None:
         slot.update(
             phase=task, direction=direction, base_acc=base_acc, outcomes=[], predictions=[], assigned=0,
-            issued=[],
+            issued=[], judged=[],
         )  # fmt: skip
 
     def metrics(self) -> dict[str, float]:
