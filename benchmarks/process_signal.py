@@ -4,6 +4,7 @@
     python benchmarks/process_signal.py mu [--seeds 0 1] [--steps 30000]
     python benchmarks/process_signal.py lam [--seeds 0 1] [--steps 30000]
     python benchmarks/process_signal.py trainers [--seeds 0 1] [--steps 30000] [--difficulty 0]
+    python benchmarks/process_signal.py report benchmarks/results/process_signal_forms_d0.25.json
 
 ``forms``: Outcome-only against the three process forms (``--process-scale step``, ``episode``,
 ``advantage``), each with the method's PRM trained from outcomes (mode ``reward``) and with
@@ -109,6 +110,27 @@ def label(arm: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
+def table(results: list[dict[str, Any]]) -> str:
+    """Markdown: per arm, final held-out success (stochastic, then greedy) and the area under
+    the stochastic learning curve (mean over evaluations), mean and per seed."""
+    import numpy as np
+
+    lines = [
+        "| arm | stochastic, final (per seed) | greedy, final | stochastic, mean over the curve |",
+        "|---|---|---|---|",
+    ]
+    for name in dict.fromkeys(label(r["arm"]) for r in results):
+        runs = [r for r in results if label(r["arm"]) == name]
+        final = [r["curve"][-1]["stochastic"] for r in runs]
+        greedy = [r["curve"][-1]["greedy"] for r in runs]
+        area = [np.mean([row["stochastic"] for row in r["curve"]]) for r in runs]
+        seeds = " / ".join(f"{v:.2f}" for v in final)
+        lines.append(
+            f"| {name} | **{np.mean(final):.2f}** ({seeds}) | {np.mean(greedy):.2f} | {np.mean(area):.2f} |"
+        )
+    return "\n".join(lines)
+
+
 def plot(study: str, results: list[dict[str, Any]], path: Path) -> None:
     import matplotlib
 
@@ -154,6 +176,9 @@ def plot(study: str, results: list[dict[str, Any]], path: Path) -> None:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["report"]:  # python benchmarks/process_signal.py report RESULTS.json
+        print(table(json.loads(Path(sys.argv[2]).read_text())["runs"]))
+        return
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -183,6 +208,7 @@ def main() -> None:
         "env": ENV, "wall_seconds": round(time.perf_counter() - start), "runs": results,
     }  # fmt: skip
     out.write_text(json.dumps(payload, indent=1) + "\n")
+    print(table(results))
     plot(args.study, results, ROOT / "docs" / "img" / "loop" / f"process_{args.study}_d{args.difficulty}.png")
 
 

@@ -238,3 +238,15 @@ def test_ray_backend_runs_the_same_runs_locally(tmp_path: Path) -> None:
         ray.shutdown()
     summary = json.loads((out / "summary.json").read_text())
     assert summary["strategies"]["uniform"]["runs"] == 2
+
+
+def test_rla_bench_runs_the_group_trainer(tmp_path: Path) -> None:
+    out = tmp_path / "bench"
+    args = ["bench", "--envs", "RLA-TextNav-v0", "--strategies", "task-pool-fresh", "--modes", "noisy-oracle",
+            "env", "--seeds", "1", "--out", str(out), "--algo", "grpo", "--groups", "2", "--group-size", "4",
+            "--mu", "1.8", *TINY]  # fmt: skip
+    assert main(args) == 0
+    record = json.loads((out / "runs" / "RLA-TextNav-v0__env__task-pool-fresh__s0.json").read_text())
+    assert record["settings"]["algo"] == "grpo" and record["settings"]["groups"] == 2
+    assert record["evaluations"][-1]["step"] >= 1024 and record["history"]
+    assert (out / "runs" / "RLA-TextNav-v0__noisy-oracle__fixed__s0.json").exists()
