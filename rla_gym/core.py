@@ -210,6 +210,25 @@ class RLAEnv(gym.Env[Any, np.int64]):
                 self.set_task(options["task"])
             if "difficulty" in options:
                 self.set_difficulty(options["difficulty"])
+        self._begin()
+        info = self._info(invalid=False, progress=0)
+        info["optimal_len"] = self._optimal_len
+        info["step_budget"] = self._budget
+        return self._observation(), info
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """Apply one command; a masked (inadmissible) command is a no-op flagged in info."""
+        if self._done:
+            raise RuntimeError("step() called on a finished or unstarted episode; call reset() first")
+        success, truncated, invalid, progress = self._advance(self._check_action(action))
+        info = self._info(invalid, progress)
+        if success or truncated:
+            info["is_success"] = success
+            info["outcome"] = 1 if success else -1
+        return self._observation(), 1.0 if success else 0.0, success, truncated, info
+
+    def _begin(self) -> None:
+        """Start an episode on the pinned task or a fresh one (``reset`` without the obs and info)."""
         task = self._pinned_task
         if task is None:
             seed_ = int(self.np_random.integers(HELDOUT_SEED_START))
@@ -221,17 +240,11 @@ class RLAEnv(gym.Env[Any, np.int64]):
         self._optimal_len = self._last_distance = self._distance()
         self._budget = self._step_budget(self._optimal_len)
         self._update_mask()
-        info = self._info(invalid=False, progress=0)
-        info["optimal_len"] = self._optimal_len
-        info["step_budget"] = self._budget
-        return self._observation(), info
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        """Apply one command; a masked (inadmissible) command is a no-op flagged in info."""
-        if self._done:
-            raise RuntimeError("step() called on a finished or unstarted episode; call reset() first")
-        a = self._check_action(action)
-        invalid = not self._mask[a]
+    def _advance(self, a: int) -> tuple[bool, bool, bool, int]:
+        """Apply a checked command: (success, truncated, invalid, progress); ``step`` without
+        the obs and info, shared with the batched vector env (``rla_gym.vector``)."""
+        invalid = not self._mask_list[a]
         if not invalid:
             self._apply(a)
         self._steps += 1
@@ -242,12 +255,9 @@ class RLAEnv(gym.Env[Any, np.int64]):
         self._last_distance = distance
         truncated = not success and self._steps >= self._budget
         self._update_mask()
-        info = self._info(invalid, progress)
         if success or truncated:
             self._done = True
-            info["is_success"] = success
-            info["outcome"] = 1 if success else -1
-        return self._observation(), 1.0 if success else 0.0, success, truncated, info
+        return success, truncated, invalid, progress
 
     def action_masks(self) -> np.ndarray:
         """Boolean mask of admissible commands (read by sb3-contrib's MaskablePPO)."""

@@ -14,8 +14,16 @@ ENV_IDS: dict[str, str] = {
 
 
 def register_envs() -> None:
-    """Register the ids in :data:`ENV_IDS` (idempotent)."""
+    """Register the ids in :data:`ENV_IDS` (idempotent), each with its batched vector env
+    (``gym.make_vec``'s default for them; ``vectorization_mode="sync"`` gives ``SyncVectorEnv``)."""
+    from gymnasium.envs.registration import load_env_creator
+
+    from rla_gym.vector import vector_entry_point
+
     for env_id, entry_point in ENV_IDS.items():
         if env_id not in gym.registry:
             # No max_episode_steps: each task carries its own step budget and truncates itself.
-            gym.register(id=env_id, entry_point=entry_point, disable_env_checker=False)
+            gym.register(
+                id=env_id, entry_point=entry_point, disable_env_checker=False,
+                vector_entry_point=vector_entry_point(load_env_creator(entry_point)),  # type: ignore[arg-type]
+            )  # fmt: skip

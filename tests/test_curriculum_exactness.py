@@ -17,6 +17,7 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
 from agents.curriculum import CurriculumVecEnv
+from agents.vec_env import BatchedVecEnv
 from rla_gym.core import Task
 from rla_gym.curricula import Curriculum, EpisodeResult
 from rla_gym.wrappers import CurriculumVectorWrapper, CurriculumWrapper
@@ -79,11 +80,17 @@ def test_single_env_wrapper_is_exact() -> None:
 @pytest.mark.parametrize(
     ("mode", "autoreset"),
     [("sync", AutoresetMode.NEXT_STEP), ("sync", AutoresetMode.SAME_STEP), ("async", AutoresetMode.NEXT_STEP),
-     ("async", AutoresetMode.SAME_STEP)],
+     ("async", AutoresetMode.SAME_STEP), ("vector_entry_point", AutoresetMode.NEXT_STEP),
+     ("vector_entry_point", AutoresetMode.SAME_STEP)],
 )  # fmt: skip
 def test_gymnasium_vector_wrapper_is_exact(mode: str, autoreset: AutoresetMode) -> None:
     curriculum = RecordingCurriculum()
-    base = gym.make_vec(ENV_ID, N_ENVS, vectorization_mode=mode, vector_kwargs={"autoreset_mode": autoreset})
+    if mode == "vector_entry_point":  # the batched env takes its settings as keyword arguments
+        base = gym.make_vec(ENV_ID, N_ENVS, vectorization_mode=mode, autoreset_mode=autoreset)
+    else:
+        base = gym.make_vec(
+            ENV_ID, N_ENVS, vectorization_mode=mode, vector_kwargs={"autoreset_mode": autoreset}
+        )
     envs = CurriculumVectorWrapper(base, curriculum)
     observed: dict[int, list] = defaultdict(list)
     lengths = np.zeros(N_ENVS, dtype=int)
@@ -111,13 +118,14 @@ def test_gymnasium_vector_wrapper_is_exact(mode: str, autoreset: AutoresetMode) 
     _check(curriculum, observed)
 
 
-@pytest.mark.parametrize("vec_env_cls", [DummyVecEnv, SubprocVecEnv])
+@pytest.mark.parametrize("vec_env_cls", [DummyVecEnv, SubprocVecEnv, BatchedVecEnv])
 def test_sb3_vecenv_adapter_is_exact(vec_env_cls: type) -> None:
     curriculum = RecordingCurriculum()
-    # "rla_gym:" makes SubprocVecEnv's forkserver workers import rla_gym, which registers the id
-    venv = CurriculumVecEnv(
-        make_vec_env(f"rla_gym:{ENV_ID}", n_envs=N_ENVS, seed=0, vec_env_cls=vec_env_cls), curriculum
-    )
+    if vec_env_cls is BatchedVecEnv:
+        inner = BatchedVecEnv(ENV_ID, N_ENVS, seed=0)
+    else:  # "rla_gym:" makes SubprocVecEnv's forkserver workers import rla_gym, which registers the id
+        inner = make_vec_env(f"rla_gym:{ENV_ID}", n_envs=N_ENVS, seed=0, vec_env_cls=vec_env_cls)
+    venv = CurriculumVecEnv(inner, curriculum)
     observed: dict[int, list] = defaultdict(list)
     lengths = np.zeros(N_ENVS, dtype=int)
     rng = np.random.default_rng(0)

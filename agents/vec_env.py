@@ -1,0 +1,114 @@
+"""An SB3 ``VecEnv`` over the suite's batched vector envs (``rla_gym.vector.RLAVectorEnv``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+from stable_baselines3.common.vec_env import VecEnv
+from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvObs, VecEnvStepReturn
+
+from rla_gym.vector import RLAVectorEnv
+
+
+def _row(info: dict[str, Any], i: int) -> dict[str, Any]:
+    """Sub-env ``i``'s entries of a batched Gymnasium info (those its ``_key`` mask marks)."""
+    row = {}
+    for key, values in info.items():
+        if key.startswith("_") or key in ("final_obs", "final_info"):
+            continue
+        if info["_" + key][i]:
+            row[key] = values[i]
+    return row
+
+
+class BatchedVecEnv(VecEnv):
+    """SB3's ``VecEnv`` API over ``gym.make_vec(env_id, n_envs)``'s batched env, autoreset in the same step.
+
+    One call steps all sub-envs; SB3 then gets what ``DummyVecEnv`` gives it: a done sub-env
+    starts its next episode in the same step, its last observation is
+    ``infos[i]["terminal_observation"]``, its last info is ``infos[i]`` and the new episode's
+    reset info is ``reset_infos[i]`` (``TimeLimit.truncated`` marks a step-budget cut).
+    ``env_method``, ``get_attr`` and ``set_attr`` reach the bare sub-envs, so
+    ``env_method("set_task", task, indices=[i])`` and MaskablePPO's ``action_masks`` work as
+    with ``DummyVecEnv``. ``envs`` are the bare sub-envs (the group trainer steps them itself).
+
+    Example:
+        >>> import rla_gym
+        >>> venv = BatchedVecEnv("RLA-TextNav-v0", 4, seed=0, env_kwargs={"difficulty": 0.1})
+        >>> venv.reset()["tokens"].shape
+        (4, 69)
+    """
+
+    def __init__(
+        self, env_id: str, n_envs: int, *, seed: int | None = None, env_kwargs: dict[str, Any] | None = None
+    ) -> None:
+        vector = gym.make_vec(
+            env_id, num_envs=n_envs, vectorization_mode="vector_entry_point",
+            autoreset_mode=AutoresetMode.SAME_STEP, **(env_kwargs or {}),
+        )  # fmt: skip
+        if not isinstance(vector, RLAVectorEnv):
+            raise TypeError(f"{env_id!r} has no batched rla-gym vector env (got {type(vector).__name__})")
+        self.vector = vector
+        self.envs = vector.envs
+        super().__init__(n_envs, vector.single_observation_space, vector.single_action_space)
+        if seed is not None:
+            self.seed(seed)
+        self._actions: np.ndarray | None = None
+
+    def reset(self) -> VecEnvObs:
+        seeds = self._seeds if any(s is not None for s in self._seeds) else None
+        obs, info = self.vector.reset(seed=seeds)
+        self._reset_seeds()
+        self.reset_infos = [_row(info, i) for i in range(self.num_envs)]
+        return obs
+
+    def step_async(self, actions: np.ndarray) -> None:
+        self._actions = np.asarray(actions).reshape(self.num_envs)
+
+    def step_wait(self) -> VecEnvStepReturn:
+        assert self._actions is not None
+        obs, rewards, terminated, truncated, info = self.vector.step(self._actions)
+        dones = terminated | truncated
+        infos: list[dict[str, Any]] = []
+        for i in range(self.num_envs):
+            if dones[i]:
+                last = _row(info["final_info"], i)
+                last["terminal_observation"] = info["final_obs"][i]
+                last["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
+                infos.append(last)
+                self.reset_infos[i] = _row(info, i)
+            else:
+                row = _row(info, i)
+                row["TimeLimit.truncated"] = False
+                infos.append(row)
+        return obs, rewards.astype(np.float32), dones, infos
+
+    def close(self) -> None:
+        self.vector.close()
+
+    def _indices(self, indices: VecEnvIndices) -> Iterable[int]:
+        if indices is None:
+            return range(self.num_envs)
+        return [indices] if isinstance(indices, int) else list(indices)
+
+    def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
+        return [getattr(self.envs[i], attr_name) for i in self._indices(indices)]
+
+    def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
+        for i in self._indices(indices):
+            setattr(self.envs[i], attr_name, value)
+
+    def env_method(
+        self, method_name: str, *args: Any, indices: VecEnvIndices = None, **kwargs: Any
+    ) -> list[Any]:
+        return [getattr(self.envs[i], method_name)(*args, **kwargs) for i in self._indices(indices)]
+
+    def env_is_wrapped(self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None) -> list[bool]:
+        return [False for _ in self._indices(indices)]
+
+    def get_images(self) -> Sequence[np.ndarray | None]:
+        raise NotImplementedError("BatchedVecEnv does not render")

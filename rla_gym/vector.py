@@ -1,0 +1,320 @@
+"""Batched vector envs: N sub-envs of one family stepped in one call, infos as arrays.
+
+``gym.make_vec("RLA-TextNav-v0", num_envs=N)`` returns a :class:`RLAVectorEnv` (the ids
+register it as their ``vector_entry_point``; ``vectorization_mode="sync"`` still gives
+Gymnasium's ``SyncVectorEnv``). It holds the N bare envs, without Gymnasium's per-env wrappers,
+drives their state hooks directly (``RLAEnv._advance``), and writes observations and infos
+straight into arrays instead of building a dict per sub-env and merging them. Its sub-envs run
+exactly the trajectories of single envs given the same tasks and actions (tested for every
+family), and ``reset(seed=s)`` seeds sub-env i with s + i, as Gymnasium's vector envs do.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from rla_gym.core import OBS_MODES, RLAEnv, Task
+
+#: Info keys at every step, at reset only, and at an episode's last step only.
+STEP_KEYS = (
+    "difficulty",
+    "task_id",
+    "action_mask",
+    "invalid_action",
+    "oracle_actions",
+    "progress",
+    "distance",
+)
+RESET_KEYS = ("optimal_len", "step_budget")
+END_KEYS = ("is_success", "outcome")
+
+
+class RLAVectorEnv(VectorEnv):
+    """``num_envs`` sub-envs of ``env_cls`` (an :class:`~rla_gym.core.RLAEnv` family) in one env.
+
+    Keyword arguments are those of ``gym.make`` (``difficulty``, ``obs_mode``), plus
+    ``autoreset_mode`` (``NEXT_STEP``, Gymnasium's default, or ``SAME_STEP``, where a finished
+    sub-env's last observation and info go to ``info["final_obs"]`` / ``info["final_info"]``)
+    and ``oracle_info`` (False leaves ``oracle_actions`` out of the infos, the costliest key).
+    Per-sub-env tasks: ``set_attr("pinned_task", [t0, t1, ...])``, :meth:`set_tasks` or
+    :meth:`set_difficulties`, one call for all sub-envs; a change applies at each sub-env's
+    next reset, as for a single env.
+
+    Example:
+        >>> import gymnasium as gym, rla_gym
+        >>> envs = gym.make_vec("RLA-TextNav-v0", num_envs=3, difficulty=0.2)
+        >>> obs, info = envs.reset(seed=0)
+        >>> obs["tokens"].shape, info["distance"].shape
+        ((3, 69), (3,))
+    """
+
+    metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}  # noqa: RUF012
+    envs: list[RLAEnv]
+    obs_mode: str
+    oracle_info: bool
+    _tokens: np.ndarray
+    _masks: np.ndarray
+    _texts: list[str]
+    _autoreset: np.ndarray
+    _started: bool
+
+    def __init__(
+        self,
+        env_cls: type[RLAEnv],
+        num_envs: int,
+        *,
+        difficulty: float = 0.5,
+        obs_mode: str = "dict",
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        oracle_info: bool = True,
+        render_mode: str | None = None,
+    ) -> None:
+        if not (isinstance(env_cls, type) and issubclass(env_cls, RLAEnv)):
+            raise TypeError(f"env_cls must be an rla-gym env class, got {env_cls!r}")
+        if isinstance(num_envs, bool) or not isinstance(num_envs, numbers.Integral) or num_envs < 1:
+            raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
+        if obs_mode not in OBS_MODES:
+            raise ValueError(f"obs_mode must be one of {OBS_MODES}, got {obs_mode!r}")
+        mode = AutoresetMode(autoreset_mode)
+        if mode not in (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP):
+            raise ValueError(f"autoreset_mode must be NEXT_STEP or SAME_STEP, got {autoreset_mode!r}")
+        if render_mode is not None:
+            raise ValueError(f"RLAVectorEnv does not render; render_mode must be None, got {render_mode!r}")
+        self.envs = [env_cls(difficulty, obs_mode=obs_mode) for _ in range(int(num_envs))]
+        self.num_envs = int(num_envs)
+        self.env_cls, self.obs_mode, self.oracle_info = env_cls, obs_mode, bool(oracle_info)
+        self.metadata = {**self.metadata, "autoreset_mode": mode}
+        self.render_mode = None
+        first = self.envs[0]
+        self.single_observation_space = first.observation_space
+        self.single_action_space = first.action_space
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        n, length, actions = self.num_envs, first.token_length, len(first.action_names)
+        self._tokens = np.zeros((n, length), dtype=np.int64)
+        self._masks = np.zeros((n, actions), dtype=np.int8)
+        self._texts: list[str] = [""] * n
+        self._autoreset = np.zeros(n, dtype=bool)
+        self._started = False
+
+    # ------------------------------------------------------------------ tasks
+    def set_tasks(self, tasks: Sequence[Task | None]) -> None:
+        """Pin one task per sub-env (None unpins) from its next reset on."""
+        for env, task in zip(self.envs, self._per_env(tasks, "tasks"), strict=True):
+            env.set_task(task)
+
+    def set_difficulties(self, difficulties: float | Sequence[float] | np.ndarray) -> None:
+        """Sample each sub-env's tasks at its difficulty (a scalar: all of them) from its next reset on."""
+        values = (
+            difficulties
+            if isinstance(difficulties, (Sequence, np.ndarray))
+            else [difficulties] * self.num_envs
+        )
+        for env, value in zip(self.envs, self._per_env(values, "difficulties"), strict=True):
+            env.set_difficulty(value)
+
+    def _per_env(self, values: Any, name: str) -> list[Any]:
+        values = list(values)
+        if len(values) != self.num_envs:
+            raise ValueError(f"{name} must have one entry per sub-env ({self.num_envs}), got {len(values)}")
+        return values
+
+    # -------------------------------------------------------------- gym API
+    def reset(
+        self, *, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Reset every sub-env (or those in ``options["reset_mask"]``); seed i is ``seed + i``.
+
+        Other ``options`` go to each reset sub-env, as in ``SyncVectorEnv``.
+        """
+        n = self.num_envs
+        if seed is None:
+            seeds: list[int | None] = [None] * n
+        elif isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
+            seeds = [int(seed) + i for i in range(n)]
+        else:
+            seeds = self._per_env(seed, "seed")
+        options = dict(options or {})
+        mask = np.asarray(options.pop("reset_mask", np.ones(n, dtype=bool)))
+        if mask.shape != (n,) or mask.dtype != np.bool_:
+            raise ValueError(f"options['reset_mask'] must be a bool array of shape ({n},), got {mask!r}")
+        info = self._empty_info()
+        for i in np.flatnonzero(mask):
+            self.envs[i].reset(seed=seeds[i], options=options or None)
+            self._write(int(i), info, reset=True)
+        self._autoreset[mask] = False
+        self._started = True
+        return self._observations(), info
+
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        if not self._started:
+            raise RuntimeError("step() called before reset()")
+        acts = np.asarray(actions)
+        n_actions = self.single_action_space.n  # type: ignore[attr-defined]
+        if acts.shape != (self.num_envs,) or not np.issubdtype(acts.dtype, np.integer):
+            raise ValueError(f"actions must be {self.num_envs} integers, got {actions!r}")
+        if acts.min() < 0 or acts.max() >= n_actions:
+            raise ValueError(f"actions must lie in [0, {n_actions}), got {actions!r}")
+        n = self.num_envs
+        rewards = np.zeros(n, dtype=np.float64)
+        terminated = np.zeros(n, dtype=bool)
+        truncated = np.zeros(n, dtype=bool)
+        info = self._empty_info()
+        same_step = self.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
+        finals: list[tuple[int, Any, dict[str, Any]]] = []
+        for i, env in enumerate(self.envs):
+            if self._autoreset[i]:  # NEXT_STEP: this step only resets the sub-env
+                env._begin()
+                self._write(i, info, reset=True)
+                continue
+            success, cut, invalid, progress = env._advance(int(acts[i]))
+            if success or cut:
+                rewards[i], terminated[i], truncated[i] = float(success), success, cut
+                if same_step:
+                    final_info = self._empty_info(1)
+                    self._write(0, final_info, invalid=invalid, progress=progress, env=env)
+                    self._end(0, final_info, success)
+                    finals.append((i, self._observation_of(env), final_info))
+                    env._begin()
+                    self._write(i, info, reset=True)
+                    continue
+                self._write(i, info, invalid=invalid, progress=progress)
+                self._end(i, info, success)
+                continue
+            self._write(i, info, invalid=invalid, progress=progress)
+        if same_step:
+            if finals:
+                self._add_finals(info, finals)
+        else:
+            self._autoreset = terminated | truncated
+        return self._observations(), rewards, terminated, truncated, info
+
+    # ------------------------------------------------------------- plumbing
+    def _empty_info(self, n: int | None = None) -> dict[str, Any]:
+        n = self.num_envs if n is None else n
+        info: dict[str, Any] = {
+            "difficulty": np.zeros(n, dtype=np.float64), "task_id": np.full(n, None, dtype=object),
+            "action_mask": np.zeros((n, self._masks.shape[1]), dtype=np.int8),
+            "invalid_action": np.zeros(n, dtype=bool), "progress": np.zeros(n, dtype=np.int64),
+            "distance": np.zeros(n, dtype=np.int64), "optimal_len": np.zeros(n, dtype=np.int64),
+            "step_budget": np.zeros(n, dtype=np.int64), "is_success": np.zeros(n, dtype=bool),
+            "outcome": np.zeros(n, dtype=np.int64),
+        }  # fmt: skip
+        if self.oracle_info:
+            info["oracle_actions"] = np.full(n, None, dtype=object)
+        for key in list(info):
+            info["_" + key] = np.zeros(n, dtype=bool)
+        return info
+
+    def _write(
+        self,
+        i: int,
+        info: dict[str, Any],
+        *,
+        reset: bool = False,
+        invalid: bool = False,
+        progress: int = 0,
+        env: RLAEnv | None = None,
+    ) -> None:
+        """Sub-env ``i``'s observation into the arrays and its step (or reset) info into ``info``
+        (``env``: write that env's info at row ``i`` of ``info`` and leave the arrays alone)."""
+        target = self.envs[i] if env is None else env
+        task = target._task
+        assert task is not None
+        if env is None:
+            self._masks[i] = target._mask_list
+            if self.obs_mode == "text":
+                self._texts[i] = target._text()
+            else:
+                self._tokens[i] = target._tokens()
+        info["difficulty"][i], info["task_id"][i] = task.difficulty, task.task_id
+        info["action_mask"][i] = target._mask_list
+        info["invalid_action"][i], info["progress"][i] = invalid, progress
+        info["distance"][i] = target._last_distance
+        keys: tuple[str, ...] = STEP_KEYS
+        if self.oracle_info:
+            info["oracle_actions"][i] = target._oracle_actions()
+        else:
+            keys = tuple(k for k in STEP_KEYS if k != "oracle_actions")
+        if reset:
+            info["optimal_len"][i], info["step_budget"][i] = target._optimal_len, target._budget
+            keys += RESET_KEYS
+        for key in keys:
+            info["_" + key][i] = True
+
+    @staticmethod
+    def _end(i: int, info: dict[str, Any], success: bool) -> None:
+        info["is_success"][i], info["outcome"][i] = success, 1 if success else -1
+        info["_is_success"][i] = info["_outcome"][i] = True
+
+    def _observation_of(self, env: RLAEnv) -> Any:
+        return env._observation()
+
+    def _observations(self) -> Any:
+        if self.obs_mode == "dict":
+            return {"tokens": self._tokens.copy(), "action_mask": self._masks.copy()}
+        if self.obs_mode == "flat":
+            return np.concatenate([self._tokens, self._masks], axis=1).astype(np.float32)
+        return tuple(self._texts)
+
+    def _add_finals(self, info: dict[str, Any], finals: list[tuple[int, Any, dict[str, Any]]]) -> None:
+        """SAME_STEP: the finished sub-envs' last observations and infos, as Gymnasium nests them."""
+        n = self.num_envs
+        final_obs = np.full(n, None, dtype=object)
+        final_info = self._empty_info()
+        for i, obs, single in finals:
+            final_obs[i] = obs
+            for key, value in single.items():
+                final_info[key][i] = value[0]
+        info["final_obs"], info["_final_obs"] = final_obs, np.zeros(n, dtype=bool)
+        info["final_info"], info["_final_info"] = final_info, np.zeros(n, dtype=bool)
+        done = [i for i, _, _ in finals]
+        info["_final_obs"][done] = info["_final_info"][done] = True
+
+    def action_masks(self) -> np.ndarray:
+        """(num_envs, n_actions) bool: each sub-env's admissible commands."""
+        return self._masks.astype(bool)
+
+    # ----------------------------------------------- VectorEnv attribute API
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """Attribute ``name`` of every sub-env."""
+        return tuple(getattr(env, name) for env in self.envs)
+
+    def set_attr(self, name: str, values: Any) -> None:
+        """Set ``name`` on every sub-env: one value each (a list or tuple) or the same for all."""
+        if not isinstance(values, (list, tuple)):
+            values = [values] * self.num_envs
+        for env, value in zip(self.envs, self._per_env(values, "values"), strict=True):
+            setattr(env, name, value)
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Call method ``name`` of every sub-env (or read the attribute) and return the results."""
+        results = []
+        for env in self.envs:
+            attr = getattr(env, name)
+            results.append(attr(*args, **kwargs) if callable(attr) else attr)
+        return tuple(results)
+
+    def close_extras(self, **kwargs: Any) -> None:
+        for env in self.envs:
+            env.close()
+
+
+def vector_entry_point(env_cls: type[RLAEnv]) -> Any:
+    """The ``vector_entry_point`` of ``env_cls``'s id: ``make_vec`` calls it with
+    ``num_envs`` and the id's keyword arguments."""
+
+    def make(num_envs: int = 1, **kwargs: Any) -> RLAVectorEnv:
+        return RLAVectorEnv(env_cls, num_envs, **kwargs)
+
+    make.__qualname__ = f"{env_cls.__name__}.vector"
+    return make
+
+
+__all__ = ["RLAVectorEnv", "vector_entry_point"]

@@ -1,0 +1,161 @@
+"""The batched vector env runs exactly what single envs run, for every family; its SB3 adapter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+import rla_gym
+from agents.vec_env import BatchedVecEnv
+from rla_gym.core import Task
+from rla_gym.vector import RLAVectorEnv
+
+N = 5
+
+
+def _masked_actions(masks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Mostly admissible commands, sometimes any command (inadmissible ones are no-ops)."""
+    actions = [rng.choice(np.flatnonzero(m)) if rng.random() < 0.9 else rng.integers(len(m)) for m in masks]
+    return np.array(actions, dtype=np.int64)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, np.ndarray) and a.dtype == object:
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, (list, tuple)):
+        return list(a) == list(b)
+    return bool(np.array_equal(a, b))
+
+
+def _same_info(ours: dict[str, Any], theirs: dict[str, Any], skip: tuple[str, ...] = ()) -> None:
+    for key in (k for k in theirs if not k.startswith("_") and k not in skip):
+        mask = theirs["_" + key]
+        assert np.array_equal(ours["_" + key], mask), key
+        for i in np.flatnonzero(mask):
+            assert _same(ours[key][i], theirs[key][i]), (key, i, ours[key][i], theirs[key][i])
+    for key in (k for k in ours if not k.startswith("_") and k not in theirs and k not in skip):
+        assert not ours["_" + key].any(), key  # a key single envs did not report this step
+
+
+@pytest.mark.parametrize("env_id", rla_gym.ENV_IDS)
+@pytest.mark.parametrize("obs_mode", ["dict", "flat"])
+def test_batched_env_matches_single_envs_step_for_step(env_id: str, obs_mode: str) -> None:
+    kwargs = {"difficulty": 0.3, "obs_mode": obs_mode}
+    ours = gym.make_vec(env_id, num_envs=N, **kwargs)
+    assert isinstance(ours, RLAVectorEnv)
+    theirs = SyncVectorEnv([lambda: gym.make(env_id, **kwargs) for _ in range(N)])
+    tasks = [Task(env_id, d, 100 + k) for k, d in enumerate((0.0, 0.2, 0.4, 0.6, 0.8))]
+    ours.set_attr("pinned_task", tasks[:2] + [None] * 3)  # two sub-envs on given tasks, three seeded
+    theirs.set_attr("pinned_task", tasks[:2] + [None] * 3)
+    rng = np.random.default_rng(0)
+    obs_a, info_a = ours.reset(seed=7)
+    obs_b, info_b = theirs.reset(seed=7)
+    assert _same(obs_a, obs_b)
+    _same_info(info_a, info_b)
+    finished = 0
+    for t in range(400):
+        if t == 150:  # new tasks for every sub-env, in one call, from their next reset on
+            ours.set_attr("pinned_task", tasks)
+            theirs.set_attr("pinned_task", tasks)
+        masks = info_b["action_mask"]
+        actions = _masked_actions(masks, rng)
+        obs_a, r_a, term_a, trunc_a, info_a = ours.step(actions)
+        obs_b, r_b, term_b, trunc_b, info_b = theirs.step(actions)
+        assert _same(obs_a, obs_b) and np.array_equal(r_a, r_b)
+        assert np.array_equal(term_a, term_b) and np.array_equal(trunc_a, trunc_b)
+        _same_info(info_a, info_b)
+        finished += int((term_a | trunc_a).sum())
+    assert finished >= 10
+
+
+@pytest.mark.parametrize("env_id", rla_gym.ENV_IDS)
+def test_same_step_autoreset_reports_the_last_step_as_gymnasium_does(env_id: str) -> None:
+    kwargs = {"difficulty": 0.2, "autoreset_mode": AutoresetMode.SAME_STEP}
+    ours = gym.make_vec(env_id, num_envs=N, **kwargs)
+    theirs = gym.make_vec(env_id, N, vectorization_mode="sync", difficulty=0.2,
+                          vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP})  # fmt: skip
+    rng = np.random.default_rng(1)
+    _, info_a = ours.reset(seed=3)
+    _, info_b = theirs.reset(seed=3)
+    finals = 0
+    for _ in range(300):
+        actions = _masked_actions(info_b["action_mask"], rng)
+        obs_a, _, term_a, trunc_a, info_a = ours.step(actions)
+        obs_b, _, term_b, trunc_b, info_b = theirs.step(actions)
+        assert _same(obs_a, obs_b) and np.array_equal(term_a | trunc_a, term_b | trunc_b)
+        _same_info(info_a, info_b, skip=("final_obs", "final_info"))
+        for i in np.flatnonzero(term_b | trunc_b):
+            final_b = info_b["final_obs"]
+            tokens_b = final_b["tokens"][i] if isinstance(final_b, dict) else final_b[i]["tokens"]
+            assert np.array_equal(info_a["final_obs"][i]["tokens"], tokens_b)
+            for key in ("task_id", "outcome", "is_success", "distance", "progress"):
+                assert info_a["final_info"][key][i] == info_b["final_info"][key][i], key
+            finals += 1
+    assert finals >= 5
+
+
+def test_make_vec_modes_kwargs_text_obs_and_bad_input() -> None:
+    assert isinstance(gym.make_vec("RLA-GUI-v0", 2, vectorization_mode="sync"), SyncVectorEnv)
+    envs = gym.make_vec("RLA-Reason-v0", num_envs=3, obs_mode="text", difficulty=0.1)
+    obs, info = envs.reset(seed=0)
+    assert isinstance(obs, tuple) and len(obs) == 3 and all(isinstance(o, str) for o in obs)
+    assert np.allclose(info["difficulty"], 0.1)
+    with pytest.raises(RuntimeError, match="before reset"):
+        gym.make_vec("RLA-TextNav-v0", 2).step(np.zeros(2, dtype=int))
+    with pytest.raises(ValueError, match=r"actions must be 3 integers, got \[0, 1\]"):
+        envs.step([0, 1])
+    with pytest.raises(ValueError, match=r"actions must lie in \[0, "):
+        envs.step(np.array([0, 1, 999]))
+    with pytest.raises(ValueError, match="num_envs must be an integer >= 1, got 0"):
+        gym.make_vec("RLA-TextNav-v0", num_envs=0)
+    with pytest.raises(ValueError, match="tasks must have one entry per sub-env"):
+        envs.set_tasks([None])
+    envs.set_difficulties([0.0, 0.5, 1.0])
+    _, info = envs.reset()
+    assert info["difficulty"].tolist() == [0.0, 0.5, 1.0]
+    envs.set_difficulties(0.25)
+    assert envs.get_attr("difficulty") == (0.25, 0.25, 0.25)
+    assert envs.call("action_masks")[0].dtype == bool and envs.action_masks().shape == (
+        3,
+        len(envs.envs[0].action_names),
+    )
+
+
+def test_oracle_info_off_drops_the_oracle_key_only() -> None:
+    envs = gym.make_vec("RLA-TextNav-v0", num_envs=2, oracle_info=False)
+    _, info = envs.reset(seed=0)
+    assert "oracle_actions" not in info and info["_distance"].all()
+
+
+def test_sb3_adapter_gives_what_dummy_vec_env_gives() -> None:
+    from stable_baselines3.common.env_util import make_vec_env
+
+    ours = BatchedVecEnv("RLA-Household-v0", 3, seed=5, env_kwargs={"difficulty": 0.2})
+    theirs = make_vec_env("RLA-Household-v0", n_envs=3, seed=5, env_kwargs={"difficulty": 0.2})
+    obs_a, obs_b = ours.reset(), theirs.reset()
+    assert _same(obs_a, obs_b)
+    rng = np.random.default_rng(2)
+    dones = 0
+    for _ in range(300):
+        actions = _masked_actions(np.stack(theirs.env_method("action_masks")), rng)
+        obs_a, r_a, d_a, infos_a = ours.step(actions)
+        obs_b, r_b, d_b, infos_b = theirs.step(actions)
+        assert _same(obs_a, obs_b) and np.array_equal(r_a, r_b) and np.array_equal(d_a, d_b)
+        for i in range(3):
+            for key in ("task_id", "progress", "distance", "outcome", "TimeLimit.truncated"):
+                assert infos_a[i].get(key) == infos_b[i].get(key), key
+            if d_a[i]:
+                dones += 1
+                assert np.array_equal(infos_a[i]["terminal_observation"]["tokens"],
+                                      infos_b[i]["terminal_observation"]["tokens"])  # fmt: skip
+                assert ours.reset_infos[i]["task_id"] == theirs.reset_infos[i]["task_id"]
+    assert dones >= 5
+    assert ours.env_method("set_task", Task("RLA-Household-v0", 0.0, 1), indices=[1]) == [None]
+    assert ours.get_attr("pinned_task", indices=1)[0].seed == 1
+    assert np.stack(ours.env_method("action_masks")).shape == (3, ours.action_space.n)
