@@ -40,12 +40,12 @@ PRECISION_M = (1, 2, 4, 8, 16, 32)
 RUN_SETTINGS = (
     "steps", "eval_every", "eval_episodes", "levels", "max_difficulty", "difficulty", "algo",
     "encoder", "objective", "lam", "process_scale", "mu", "prm_epochs", "prm_replay", "n_envs", "n_steps",
-    "group_size", "groups", "group_filter",
+    "group_size", "groups", "group_filter", "vec_env", "batch_size", "n_epochs", "ent_coef",
 )  # fmt: skip
 #: Run settings added after runs were committed: a run without the key was made with this value.
 UNSAVED_DEFAULTS = {
     "encoder": "flatten", "prm_epochs": 1, "prm_replay": 1, "mu": 1.5, "group_size": 8, "groups": 8,
-    "group_filter": "all",
+    "group_filter": "all", "vec_env": "dummy", "batch_size": 0, "n_epochs": 10, "ent_coef": 0.0,
 }  # fmt: skip
 #: Held-out RM trajectories use task seeds from here on (policy evaluation uses the start).
 RM_SEED_OFFSET = 1_000_000
@@ -97,6 +97,10 @@ class BenchSettings:
     groups: int = _help("grpo: tasks per round", 8)
     group_filter: str = _help("grpo: all (keep every group) or mixed (drop one-outcome groups)", "all")
     n_envs: int = _help("vectorised envs per run", 4)
+    vec_env: str = _help("dummy (SB3's DummyVecEnv) or batched (the suite's batched vector env)", "dummy")
+    batch_size: int = _help("PPO minibatch size (0: n_steps)", 0)
+    n_epochs: int = _help("PPO passes over each rollout", 10)
+    ent_coef: float = _help("PPO entropy bonus", 0.0)
     n_steps: int = _help("rollout length per env", 256)
     out: str = _help("results directory", "results/bench")
     backend: str = _help("process (local pool) or ray", "process")
@@ -202,7 +206,8 @@ def loop_settings(settings: BenchSettings, spec: RunSpec) -> LoopSettings:
         objective=settings.objective, lam=settings.lam, process_scale=settings.process_scale, mu=settings.mu,
         prm_epochs=settings.prm_epochs, prm_replay=settings.prm_replay, group_size=settings.group_size,
         groups=settings.groups, group_filter=settings.group_filter, n_envs=settings.n_envs,
-        n_steps=settings.n_steps,
+        n_steps=settings.n_steps, vec_env=settings.vec_env, batch_size=settings.batch_size,
+        n_epochs=settings.n_epochs, ent_coef=settings.ent_coef,
         difficulty=settings.difficulty, max_difficulty=settings.max_difficulty, seed=spec.seed,
         device="cpu",
     )  # fmt: skip

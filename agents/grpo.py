@@ -30,7 +30,7 @@ import torch
 from gymnasium import spaces
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
-from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
+from stable_baselines3.common.vec_env import VecEnv
 
 from agents.trajectories import Trajectory
 from rla_gym.curricula.base import Curriculum, EpisodeResult
@@ -71,8 +71,9 @@ def keeps_group(outcomes: Sequence[int], group_filter: str) -> bool:
 class GroupPPO(OnPolicyAlgorithm):
     """GRPO-style trainer on an SB3 policy (see the module doc).
 
-    ``env`` must be a ``DummyVecEnv`` of ``groups * group_size`` rla-gym envs: the trainer
-    steps each env on its own, so a finished episode waits for its group instead of running
+    ``env`` must be a ``DummyVecEnv`` or an ``agents.vec_env.BatchedVecEnv`` of
+    ``groups * group_size`` rla-gym envs (anything with their ``envs``): the trainer steps each
+    env on its own, so a finished episode waits for its group instead of running
     on. ``reward_env`` (an ``agents.loop.IntegratedRewardVecEnv`` over the same envs, never
     stepped) supplies the mode, lambda, m and the votes; the finished trajectories go to its
     ``finished`` list, where the loop's callback trains the PRM on them. One rollout of SB3's
@@ -101,8 +102,10 @@ class GroupPPO(OnPolicyAlgorithm):
         device: torch.device | str = "auto",
         verbose: int = 0,
     ) -> None:
-        if not isinstance(env, DummyVecEnv):
-            raise TypeError(f"GroupPPO steps its envs one by one: env must be a DummyVecEnv, got {env!r}")
+        if not isinstance(getattr(env, "envs", None), list):
+            raise TypeError(
+                f"GroupPPO steps its envs one by one: env must be a DummyVecEnv or BatchedVecEnv, got {env!r}"
+            )
         for name, value in (("group_size", group_size), ("n_epochs", n_epochs), ("batch_size", batch_size)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
@@ -154,7 +157,7 @@ class GroupPPO(OnPolicyAlgorithm):
         self, env: VecEnv, callback: BaseCallback, rollout_buffer: Any, n_rollout_steps: int
     ) -> bool:
         """One round: ``groups`` tasks, ``group_size`` rollouts each, then the group advantages."""
-        assert isinstance(env, DummyVecEnv)
+        envs: list[Any] = env.envs  # type: ignore[attr-defined]
         self.policy.set_training_mode(False)
         callback.on_rollout_start()
         tasks = [task for g in range(self.groups) for task in self.curriculum.next_group(g, self.group_size)]
@@ -162,8 +165,8 @@ class GroupPPO(OnPolicyAlgorithm):
         obs: list[Any] = []
         distances = np.zeros(len(tasks))
         for i, task in enumerate(tasks):
-            env.envs[i].unwrapped.set_task(task)  # type: ignore[attr-defined]
-            first, info = env.envs[i].reset()
+            envs[i].unwrapped.set_task(task)
+            first, info = envs[i].reset()
             if info["task_id"] != task.task_id:
                 raise RuntimeError(f"env {i} ran task {info['task_id']}, not the assigned {task.task_id}")
             obs.append(first)
@@ -179,7 +182,7 @@ class GroupPPO(OnPolicyAlgorithm):
             actions, log_probs = self._act([obs[i] for i in active])
             still = []
             for i, action, log_prob in zip(active, actions, log_probs, strict=True):
-                nxt, reward, terminated, truncated, info = env.envs[i].step(int(action))
+                nxt, reward, terminated, truncated, info = envs[i].step(int(action))
                 done = terminated or truncated
                 after = 0.0 if done else gamma * info.get("distance", 0.0)
                 gain, distances[i] = float(distances[i] - after), info.get("distance", 0.0)

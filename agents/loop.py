@@ -67,6 +67,8 @@ GAMMA = 0.99
 TRAINED_RM_MODES = ("reward", "env", "rm-only")
 #: SB3 on-policy algorithms the loop runs on.
 ALGOS = ("ppo", "a2c", "maskable-ppo", "grpo", "maskable-grpo")
+#: Vector envs the loop runs on: SB3's DummyVecEnv, or the suite's batched env (agents.vec_env).
+VEC_ENVS = ("dummy", "batched")
 #: The group trainers (``agents.grpo``): no critic, advantages from groups of rollouts.
 GROUP_ALGOS = ("grpo", "maskable-grpo")
 
@@ -449,6 +451,10 @@ class LoopSettings:
     )
     n_envs: int = described(4, "vectorised envs")
     n_steps: int = described(256, "rollout length per env")
+    vec_env: str = described("dummy", "dummy (SB3's DummyVecEnv) or batched (the suite's batched vector env)")
+    batch_size: int = described(0, "PPO minibatch size (0: n_steps)")
+    n_epochs: int = described(10, "PPO passes over each rollout")
+    ent_coef: float = described(0.0, "PPO entropy bonus")
     difficulty: float = described(0.2, "difficulty of every mode but env (those keep it fixed)")
     max_difficulty: float = described(1.0, "curricula stay within [0, this]")
     seed: int = described(0, "seed of the run")
@@ -468,6 +474,15 @@ def validate_settings(settings: LoopSettings) -> None:
     if settings.process_scale not in PROCESS_SCALES:
         raise ValueError(f"process_scale must be one of {PROCESS_SCALES}, got {settings.process_scale!r}")
     check_mu(settings.mu)
+    if settings.vec_env not in VEC_ENVS:
+        raise ValueError(f"vec_env must be one of {VEC_ENVS}, got {settings.vec_env!r}")
+    for name, least in (("batch_size", 0), ("n_epochs", 1)):
+        value = getattr(settings, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+    ent = settings.ent_coef
+    if isinstance(ent, bool) or not isinstance(ent, (int, float)) or not np.isfinite(ent) or ent < 0:
+        raise ValueError(f"ent_coef must be a finite number >= 0, got {ent!r}")
     if settings.algo not in ALGOS:
         raise ValueError(f"algo must be one of {ALGOS}, got {settings.algo!r}")
     if settings.algo in GROUP_ALGOS:
@@ -549,12 +564,17 @@ def _algorithm(settings: LoopSettings, venv: VecEnv) -> Any:
         "policy_kwargs": {"features_extractor_kwargs": {"encoder": settings.encoder}},
     }
     if settings.algo == "a2c":
-        return A2C(TokenPolicy, venv, **common)
+        return A2C(TokenPolicy, venv, ent_coef=settings.ent_coef, **common)
+    ppo: dict[str, Any] = {
+        "batch_size": settings.batch_size or settings.n_steps,
+        "n_epochs": settings.n_epochs,
+        "ent_coef": settings.ent_coef,
+    }
     if settings.algo == "maskable-ppo":
         from sb3_contrib import MaskablePPO
 
-        return MaskablePPO(MaskableTokenPolicy, venv, batch_size=settings.n_steps, **common)
-    return PPO(TokenPolicy, venv, batch_size=settings.n_steps, **common)
+        return MaskablePPO(MaskableTokenPolicy, venv, **ppo, **common)
+    return PPO(TokenPolicy, venv, **ppo, **common)
 
 
 def curriculum_kwargs(name: str, max_difficulty: float) -> dict[str, Any]:
@@ -592,7 +612,12 @@ def build_loop(settings: LoopSettings) -> tuple[Any, RLAnythingCallback]:
     validate_settings(settings)
     grouped = settings.algo in GROUP_ALGOS
     n_envs = settings.groups * settings.group_size if grouped else settings.n_envs
-    venv = make_vec_env(f"rla_gym:{settings.env}", n_envs=n_envs, seed=settings.seed)
+    if settings.vec_env == "batched":
+        from agents.vec_env import BatchedVecEnv
+
+        venv: VecEnv = BatchedVecEnv(settings.env, n_envs, seed=settings.seed)
+    else:
+        venv = make_vec_env(f"rla_gym:{settings.env}", n_envs=n_envs, seed=settings.seed)
     prm = None
     if settings.mode not in ("outcome", *ORACLE_MODES):
         head = "value" if settings.objective == "value-difference" else "step"

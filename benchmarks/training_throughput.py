@@ -1,0 +1,115 @@
+"""End-to-end training steps/s and held-out success of each training path, in one process.
+
+    python benchmarks/training_throughput.py [--steps 100000] [--seeds 0 1 2] [--difficulty 0.25]
+
+Every configuration trains Outcome-only on RLA-TextNav-v0 at a fixed difficulty (and the
+closed loop, mode ``env``, where a row says so) with ``agents.loop.build_loop`` and
+``model.learn``; steps/s is env steps over the wall time of ``learn`` (one torch thread, no
+evaluation inside). Held-out success afterwards: the stochastic policy (primary) and the
+greedy one on 100 held-out tasks at the training difficulty. Runs go one at a time, so the
+figures compare paths on the same machine in the same run. Results:
+``benchmarks/results/training_throughput.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: name -> LoopSettings fields; the first is what `rla bench` runs per run today.
+#: PPO settings that suit many envs (minibatches in the thousands, few epochs, an entropy bonus).
+WIDE = {"n_envs": 64, "n_steps": 128, "batch_size": 2048, "n_epochs": 4, "ent_coef": 0.01}
+CONFIGS: dict[str, dict[str, Any]] = {
+    "ppo, 4 DummyVecEnv envs, n_steps 256, batch 256, 10 epochs (rla bench today)": {},
+    "ppo, 64 DummyVecEnv envs, n_steps 128, batch 2048, 4 epochs, ent 0.01": WIDE,
+    "ppo, 64 batched envs, n_steps 128, batch 2048, 4 epochs, ent 0.01": {**WIDE, "vec_env": "batched"},
+    "grpo, 8 x 8 DummyVecEnv envs": {"algo": "grpo"},
+    "grpo, 8 x 8 batched envs": {"algo": "grpo", "vec_env": "batched"},
+    "grpo, 8 x 8 batched envs, closed loop (mode env)": {"algo": "grpo", "vec_env": "batched", "mode": "env"},
+    "ppo, 64 batched envs, closed loop (mode env)": {**WIDE, "vec_env": "batched", "mode": "env"},
+}  # fmt: skip
+
+
+def run(name: str, seed: int, steps: int, difficulty: float) -> dict[str, Any]:
+    from agents.loop import LoopSettings, build_loop
+    from agents.train import TrainSettings, evaluate_policy
+
+    fields = {"mode": "outcome", **CONFIGS[name]}
+    settings = LoopSettings(
+        env="RLA-TextNav-v0",
+        difficulty=difficulty,
+        max_difficulty=difficulty,
+        seed=seed,
+        device="cpu",
+        **fields,
+    )
+    model, loop = build_loop(settings)
+    start = time.perf_counter()
+    model.learn(steps, callback=loop)
+    seconds = time.perf_counter() - start
+    evaluation = TrainSettings(**dataclasses.asdict(settings), eval_episodes=100)
+    (stochastic,) = evaluate_policy(model, evaluation, (difficulty,), deterministic=False)
+    (greedy,) = evaluate_policy(model, evaluation, (difficulty,), deterministic=True)
+    return {
+        "config": name, "seed": seed, "steps": int(model.num_timesteps), "seconds": round(seconds, 1),
+        "steps_per_second": round(model.num_timesteps / seconds),
+        "stochastic": stochastic["success"], "greedy": greedy["success"],
+    }  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--steps", type=int, default=100_000)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--difficulty", type=float, default=0.25)
+    parser.add_argument("--configs", nargs="+", default=list(range(len(CONFIGS))), type=int)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    names = [list(CONFIGS)[k] for k in args.configs]
+    runs = []
+    for seed in args.seeds:
+        for name in names:
+            runs.append(run(name, seed, args.steps, args.difficulty))
+            print(runs[-1], flush=True)
+    summary = []
+    for name in names:
+        rows = [r for r in runs if r["config"] == name]
+        summary.append({
+            "config": name,
+            "steps_per_second": round(float(np.median([r["steps_per_second"] for r in rows]))),
+            "stochastic": [r["stochastic"] for r in rows], "greedy": [r["greedy"] for r in rows],
+        })  # fmt: skip
+    base = summary[0]["steps_per_second"]
+    print("| path | steps/s (median) | x first row | held-out stochastic (per seed) | greedy |")
+    print("|---|---|---|---|---|")
+    for row in summary:
+        row["ratio"] = round(row["steps_per_second"] / base, 2)
+        seeds = " / ".join(f"{v:.2f}" for v in row["stochastic"])
+        print(f"| {row['config']} | {row['steps_per_second']:,} | {row['ratio']} | {seeds} | "
+              f"{np.mean(row['greedy']):.2f} |")  # fmt: skip
+    payload = {
+        "command": " ".join(sys.argv).replace(sys.argv[0], "python benchmarks/training_throughput.py"),
+        "machine": f"{platform.machine()}, Python {platform.python_version()}, torch {torch.__version__}, "
+        "2 shared cores, 1 torch thread",
+        "summary": summary, "runs": runs,
+    }  # fmt: skip
+    (ROOT / "benchmarks" / "results" / "training_throughput.json").write_text(
+        json.dumps(payload, indent=1) + "\n"
+    )
+
+
+if __name__ == "__main__":
+    main()
