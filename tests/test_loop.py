@@ -391,3 +391,31 @@ def test_advantage_process_scale_adds_lambda_z_votes_to_gae_of_the_outcome() -> 
     np.testing.assert_allclose(buffer.advantages, expected, atol=1e-5)
     with pytest.raises(ValueError, match="process_scale='advantage' needs deferred=True"):
         IntegratedRewardVecEnv(model.env, None, mode="oracle", process_scale="advantage")
+
+
+@pytest.mark.parametrize("algo", ["ppo", "maskable-ppo", "grpo"])
+def test_the_closed_loop_runs_on_the_batched_vec_env(algo: str) -> None:
+    from agents.vec_env import BatchedVecEnv
+
+    settings = LoopSettings(
+        algo=algo, vec_env="batched", n_envs=8, n_steps=64, batch_size=256, n_epochs=2, ent_coef=0.01,
+        groups=2, group_size=4, seed=0, device="cpu",
+    )  # fmt: skip
+    model, callback = build_loop(settings)
+    inner = model.env
+    while hasattr(inner, "venv"):
+        inner = inner.venv
+    assert isinstance(inner, BatchedVecEnv)
+    model.learn(1024, callback=callback)
+    assert callback.curriculum.episodes > 10 and callback.history
+    if algo != "grpo":
+        assert model.batch_size == 256 and model.n_epochs == 2 and model.ent_coef == 0.01
+
+
+def test_bad_training_path_settings_are_named() -> None:
+    with pytest.raises(ValueError, match="vec_env must be one of .* got 'subproc'"):
+        build_loop(LoopSettings(vec_env="subproc"))
+    with pytest.raises(ValueError, match="n_epochs must be an integer >= 1, got 0"):
+        build_loop(LoopSettings(n_epochs=0))
+    with pytest.raises(ValueError, match="ent_coef must be a finite number >= 0, got -0.1"):
+        build_loop(LoopSettings(ent_coef=-0.1))
