@@ -84,3 +84,10 @@ def test_plr_page_example_scores_levels_with_ppos_values() -> None:
     plr = namespace["plr"]
     assert plr.episodes > 5 and len(plr.levels) > 1
     assert max(level["score"] for level in plr.levels) > 0
+
+
+def test_vector_page_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    page = (ROOT / "docs" / "vector.md").read_text()
+    (code,) = re.findall(r"```python\n(.*?)```", page, flags=re.S)
+    exec(compile(code, "vector.md", "exec"), {})
+    assert capsys.readouterr().out.startswith("(256, 69) [")
