@@ -111,6 +111,35 @@ def main() -> None:
         "rows": rows,
     }  # fmt: skip
     Path(args.out).write_text(json.dumps(payload, indent=1) + "\n")
+    plot(rows, reference, ROOT / "docs" / "img" / "vector_throughput.png")
+
+
+def plot(rows: list[dict[str, Any]], reference: float, path: Path) -> None:
+    """Steps/s against num_envs per family, batched and SyncVectorEnv (log-log)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for k, env_id in enumerate(rla_gym.ENV_IDS):
+        mine = [r for r in rows if r["env"] == env_id]
+        color = f"C{k}"
+        ax.plot(
+            [r["num_envs"] for r in mine],
+            [r["batched"] for r in mine],
+            "o-",
+            color=color,
+            label=f"{env_id} batched",
+        )
+        sync = [r for r in mine if r["sync"] is not None]
+        ax.plot([r["num_envs"] for r in sync], [r["sync"] for r in sync], "x--", color=color, alpha=0.6,
+                label=f"{env_id} SyncVectorEnv")  # fmt: skip
+    ax.axhline(reference, color="grey", linestyle=":", label="MiniGrid-Empty-8x8 single env")
+    ax.set(xscale="log", yscale="log", xlabel="num_envs", ylabel="env steps/s (random admissible actions)")
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 if __name__ == "__main__":
