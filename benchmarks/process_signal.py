@@ -4,6 +4,7 @@
     python benchmarks/process_signal.py mu [--seeds 0 1] [--steps 30000]
     python benchmarks/process_signal.py lam [--seeds 0 1] [--steps 30000]
     python benchmarks/process_signal.py trainers [--seeds 0 1] [--steps 30000] [--difficulty 0]
+    python benchmarks/process_signal.py shaping [--seeds 0 1] [--steps 30000]
     python benchmarks/process_signal.py report benchmarks/results/process_signal_forms_d0.25.json
 
 ``forms``: Outcome-only against the three process forms (``--process-scale step``, ``episode``,
@@ -13,7 +14,8 @@ with the paper's group trainer (``--algo grpo``), for mu in {1, 1.25, 1.5, 2} an
 {1, 3, 9}: Theorem 1 says the vote aggregate separates good from bad steps as m grows iff
 mu > 1. ``lam``: lambda in {0.1, 0.3, 1} for the process rows. ``trainers``: PPO against the
 group trainer, Outcome-only, and the group trainer with the method's PRM and with oracle
-votes. Every run: RLA-TextNav-v0 at a fixed difficulty (PPO unless the arm says otherwise),
+votes. ``shaping``: potential-based shaping from the exact distance (mode ``oracle-potential``),
+the unfarmable ceiling, with PPO and with the group trainer. Every run: RLA-TextNav-v0 at a fixed difficulty (PPO unless the arm says otherwise),
 held-out success of the stochastic policy (primary) and the greedy one, every ``--eval-every``
 steps on the same held-out tasks. Runs go two at a time; results land in
 ``benchmarks/results/process_signal_<study>_d<difficulty>.json`` and
@@ -33,7 +35,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = "RLA-TextNav-v0"
-STUDIES = ("forms", "mu", "lam", "trainers")
+STUDIES = ("forms", "mu", "lam", "trainers", "shaping")
 MUS = (1.0, 1.25, 1.5, 2.0)
 
 
@@ -59,6 +61,8 @@ def configs(study: str) -> list[dict[str, Any]]:
         for mode, scale in (("reward", "advantage"), ("reward", "episode"), ("oracle", "advantage")):
             arms += [{"mode": mode, "process_scale": scale, "lam": lam} for lam in (0.1, 0.3, 1.0)]
         return arms
+    if study == "shaping":  # the unfarmable ceiling: potential-based shaping from the exact distance
+        return [{"mode": "oracle-potential"}, {"algo": "grpo", "mode": "oracle-potential"}]
     raise ValueError(f"study must be one of {STUDIES}, got {study!r}")
 
 
