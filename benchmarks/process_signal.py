@@ -15,8 +15,8 @@ with the paper's group trainer (``--algo grpo``), for mu in {1, 1.25, 1.5, 2} an
 mu > 1. ``lam``: lambda in {0.1, 0.3, 1} for the process rows. ``trainers``: PPO against the
 group trainer, Outcome-only, and the group trainer with the method's PRM and with oracle
 votes. ``shaping``: potential-based shaping from the exact distance (mode ``oracle-potential``),
-the unfarmable ceiling, with PPO and with the group trainer. Every run: RLA-TextNav-v0 at a fixed difficulty (PPO unless the arm says otherwise),
-held-out success of the stochastic policy (primary) and the greedy one, every ``--eval-every``
+the unfarmable ceiling, with PPO and with the group trainer. Every run: RLA-TextNav-v0 at a
+fixed difficulty (PPO unless the arm says otherwise), held-out success of the stochastic policy (primary) and the greedy one, every ``--eval-every``
 steps on the same held-out tasks. Runs go two at a time; results land in
 ``benchmarks/results/process_signal_<study>_d<difficulty>.json`` and
 ``docs/img/loop/process_<study>_d<difficulty>.png``.
