@@ -1,11 +1,26 @@
 """How the process signal reaches the learner, and how its quality matters, on TextNav.
 
-python benchmarks/process_signal.py forms [--seeds 0 1] [--steps 30000] python
-benchmarks/process_signal.py mu [--seeds 0 1] [--steps 30000] python
-benchmarks/process_signal.py lam [--seeds 0 1] [--steps 30000] python
-benchmarks/process_signal.py trainers [--seeds 0 1] [--steps 30000] [--difficulty 0] python
-benchmarks/process_signal.py shaping [--seeds 0 1] [--steps 30000] python
-benchmarks/process_signal.py report benchmarks/results/process_signal_forms_d0.25.json
+    python benchmarks/process_signal.py forms [--seeds 0 1] [--steps 30000]
+    python benchmarks/process_signal.py mu [--seeds 0 1] [--steps 30000]
+    python benchmarks/process_signal.py lam [--seeds 0 1] [--steps 30000]
+    python benchmarks/process_signal.py trainers [--seeds 0 1] [--steps 30000] [--difficulty 0]
+    python benchmarks/process_signal.py shaping [--seeds 0 1] [--steps 30000]
+    python benchmarks/process_signal.py report benchmarks/results/process_signal_forms_d0.25.json
+
+``forms``: Outcome-only against the three process forms (``--process-scale step``,
+``episode``, ``advantage``), each with the method's PRM trained from outcomes (mode
+``reward``) and with exact votes (mode ``oracle``). ``mu``: mode ``noisy-oracle`` (votes of
+quality mu = p+ + p-) with the paper's group trainer (``--algo grpo``), for mu in
+{1, 1.25, 1.5, 2} and m in {1, 3, 9}: Theorem 1 says the vote aggregate separates good from
+bad steps as m grows iff mu > 1. ``lam``: lambda in {0.1, 0.3, 1} for the process rows.
+``trainers``: PPO against the group trainer, Outcome-only, and the group trainer with the
+method's PRM and with oracle votes. ``shaping``: potential-based shaping from the exact
+distance (mode ``oracle-potential``), the unfarmable ceiling, with PPO and with the group
+trainer. Every run: RLA-TextNav-v0 at a fixed difficulty (PPO unless the arm says otherwise),
+held-out success of the stochastic policy (primary) and the greedy one, every
+``--eval-every`` steps on the same held-out tasks. Runs go two at a time; results land in
+``benchmarks/results/process_signal_<study>_d<difficulty>.json`` and
+``docs/img/loop/process_<study>_d<difficulty>.png``.
 """
 
 from __future__ import annotations
