@@ -114,9 +114,13 @@ class EvalSettings:
 
 
 def _print_evaluation(rows: list[dict[str, float]]) -> None:
-    print(f"{'difficulty':>10} {'held-out success':>16} {'mean length':>11}")
+    print("held-out success: the stochastic policy (the field's figure), then the greedy one")
+    print(f"{'difficulty':>10} {'stochastic':>10} {'greedy':>7} {'mean length':>11}")
     for row in rows:
-        print(f"{row['difficulty']:>10.2f} {row['success']:>16.2f} {row['mean_length']:>11.1f}")
+        print(
+            f"{row['difficulty']:>10.2f} {row['success']:>10.2f} {row['success_greedy']:>7.2f}"
+            f" {row['mean_length']:>11.1f}"
+        )
 
 
 def train_command(settings: Any) -> dict[str, Any]:
@@ -132,13 +136,13 @@ def train_command(settings: Any) -> dict[str, Any]:
 
 def eval_command(settings: EvalSettings) -> list[dict[str, float]]:
     """Held-out success of a trained run."""
-    from agents.train import evaluate_policy, load_run
+    from agents.train import evaluate_both, load_run
 
     if settings.episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {settings.episodes}")
     model, run = load_run(settings.run)
     run.eval_episodes = settings.episodes
-    rows = evaluate_policy(model, run)
+    rows = evaluate_both(model, run)
     _print_evaluation(rows)
     return rows
 

@@ -425,7 +425,7 @@ class LoopSettings:
     """One closed-loop run (``rla train``'s flags are generated from these fields)."""
 
     env: str = described("RLA-TextNav-v0", "registered rla-gym env id")
-    algo: str = described("ppo", f"algorithm: {', '.join(ALGOS)} (grpo: the paper's group trainer)")
+    algo: str = described("grpo", f"algorithm: {', '.join(ALGOS)} (grpo: the paper's group trainer)")
     encoder: str = described("flatten", "token encoder of the policy: flatten, attention, relational, lookup")
     mode: str = described(
         "env", f"ablation row: {', '.join(MODES)} (the oracle modes use exact labels: not the method)"

@@ -237,7 +237,7 @@ def train(settings: TrainSettings) -> dict[str, Any]:
     if remaining > 0:
         model.learn(remaining, callback=CallbackList([loop, saver]), reset_num_timesteps=False)
     save_checkpoint(checkpoint, settings, model, loop)
-    results = {"steps": int(model.num_timesteps), "evaluation": evaluate_policy(model, settings)}
+    results = {"steps": int(model.num_timesteps), "evaluation": evaluate_both(model, settings)}
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     try:  # PNG curves when matplotlib (the "plots" extra) is installed
         from agents.plots import plot_run
@@ -284,3 +284,16 @@ def load_run(run: str) -> tuple[Any, TrainSettings]:
     model.policy.load_state_dict(payload["policy"])
     model.num_timesteps = payload["num_timesteps"]
     return model, settings
+
+
+def evaluate_both(
+    model: Any, settings: TrainSettings, levels: tuple[float, ...] = EVAL_LEVELS
+) -> list[dict[str, float]]:
+    """Held-out success of the stochastic policy (``success``, the field's figure) and of the
+    greedy one (``success_greedy``) at fixed difficulties, on the same held-out tasks."""
+    stochastic = evaluate_policy(model, settings, levels, deterministic=False)
+    greedy = evaluate_policy(model, settings, levels, deterministic=True)
+    return [
+        {**row, "success_greedy": other["success"], "mean_length_greedy": other["mean_length"]}
+        for row, other in zip(stochastic, greedy, strict=True)
+    ]

@@ -22,7 +22,12 @@ def _same(a: list, b: list) -> bool:
     return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
-FAST = ["--n-envs", "2", "--n-steps", "256", "--eval-episodes", "5", "--device", "cpu"]
+FAST = [
+    "--n-envs", "2", "--n-steps", "256", "--groups", "2", "--group-size", "4", "--eval-episodes", "5",
+    "--device", "cpu",
+]  # fmt: skip
+#: PPO for the tests that count steps per rollout exactly
+PPO_FAST = ["--algo", "ppo", *FAST]
 
 
 def test_killed_training_resumes_from_its_last_checkpoint(tmp_path: Path) -> None:
@@ -60,7 +65,7 @@ def test_killed_training_resumes_from_its_last_checkpoint(tmp_path: Path) -> Non
 
 def test_resume_in_process_restores_state(tmp_path: Path) -> None:
     settings = TrainSettings(
-        steps=1024, out=str(tmp_path / "r"), n_envs=2, n_steps=256, eval_episodes=5, device="cpu"
+        algo="ppo", steps=1024, out=str(tmp_path / "r"), n_envs=2, n_steps=256, eval_episodes=5, device="cpu"
     )
     train(settings)
     first = load_checkpoint(tmp_path / "r" / "checkpoint.pt")
@@ -89,6 +94,7 @@ def test_periodic_checkpoints_include_the_rollouts_update(tmp_path: Path, monkey
     monkeypatch.setattr(module, "save_checkpoint", spy)
     train(
         TrainSettings(
+            algo="ppo",
             steps=2048,
             out=str(tmp_path / "r"),
             n_envs=2,
@@ -103,15 +109,18 @@ def test_periodic_checkpoints_include_the_rollouts_update(tmp_path: Path, monkey
 
 def test_refusals_never_touch_an_existing_run(tmp_path: Path, capsys) -> None:
     out = tmp_path / "run"
-    assert main(["train", "--steps", "512", "--out", str(out), *FAST]) == 0
+    assert main(["train", "--steps", "512", "--out", str(out), *PPO_FAST]) == 0
     before = {p.name: p.read_bytes() for p in out.iterdir()}
-    assert main(["train", "--steps", "512", "--out", str(out), *FAST]) == 2
+    assert main(["train", "--steps", "512", "--out", str(out), *PPO_FAST]) == 2
     assert "already holds a run" in capsys.readouterr().err
-    assert main(["train", "--steps", "1024", "--out", str(out), "--resume", "--mode", "outcome", *FAST]) == 2
+    assert (
+        main(["train", "--steps", "1024", "--out", str(out), "--resume", "--mode", "outcome", *PPO_FAST]) == 2
+    )
     err = capsys.readouterr().err
     assert "differ from the run in" in err and "'mode'" in err
     assert (
-        main(["train", "--steps", "1024", "--out", str(out), "--resume", "--env", "CartPole-v1", *FAST]) == 2
+        main(["train", "--steps", "1024", "--out", str(out), "--resume", "--env", "CartPole-v1", *PPO_FAST])
+        == 2
     )
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert main(["eval", "--run", str(out), "--episodes", "3"]) == 0
@@ -128,7 +137,7 @@ def test_corrupt_or_foreign_checkpoints_are_refused(tmp_path: Path, content, mes
         torch.save({"model": torch.zeros(2)}, out / "checkpoint.pt")
     else:
         (out / "checkpoint.pt").write_bytes(content)
-    assert main(["train", "--resume", "--out", str(out), *FAST]) == 2
+    assert main(["train", "--resume", "--out", str(out), *PPO_FAST]) == 2
     assert message in capsys.readouterr().err
     assert main(["eval", "--run", str(out)]) == 2
     assert message in capsys.readouterr().err
@@ -159,7 +168,11 @@ def test_bad_train_settings_write_nothing(tmp_path: Path, capsys, args, message)
 
 def test_training_writes_curves(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    train(TrainSettings(steps=1024, out=str(out), n_envs=2, n_steps=256, eval_episodes=2, device="cpu"))
+    train(
+        TrainSettings(
+            algo="ppo", steps=1024, out=str(out), n_envs=2, n_steps=256, eval_episodes=2, device="cpu"
+        )
+    )
     png = (out / "curves.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 5000
 
@@ -168,12 +181,12 @@ def test_a_start_that_failed_before_its_first_checkpoint_can_be_retried(tmp_path
     out = tmp_path / "run"
     out.mkdir()
     (out / "settings.json").write_text("{}")  # what a crash before the first checkpoint leaves
-    assert main(["train", "--steps", "512", "--out", str(out), *FAST]) == 0
+    assert main(["train", "--steps", "512", "--out", str(out), *PPO_FAST]) == 0
     assert (out / "checkpoint.pt").exists()
 
 
 @pytest.mark.parametrize("env_id", RLA_ENV_IDS)
-@pytest.mark.parametrize("algo", ["ppo", "maskable-ppo"])
+@pytest.mark.parametrize("algo", ["ppo", "maskable-ppo", "grpo"])
 def test_rla_train_runs_the_closed_loop_on_every_env(tmp_path: Path, env_id: str, algo: str) -> None:
     out = tmp_path / "run"
     assert main(["train", "--env", env_id, "--algo", algo, "--steps", "512", "--out", str(out), *FAST]) == 0
@@ -188,6 +201,7 @@ def test_checkpoints_keep_the_prms_replay_window(tmp_path: Path) -> None:
     from agents.train import _loop_fields, _restore
 
     settings = TrainSettings(
+        algo="ppo",
         steps=1536, out=str(tmp_path / "r"), mode="reward", prm_replay=3, n_envs=2, n_steps=256,
         eval_episodes=2, device="cpu",
     )  # fmt: skip
@@ -204,7 +218,13 @@ def test_checkpoints_keep_the_prms_replay_window(tmp_path: Path) -> None:
     assert restored.labels is not None and restored.task_id == saved["task_id"]
     train(
         TrainSettings(
-            steps=512, out=str(tmp_path / "d"), n_envs=2, n_steps=256, eval_episodes=2, device="cpu"
+            algo="ppo",
+            steps=512,
+            out=str(tmp_path / "d"),
+            n_envs=2,
+            n_steps=256,
+            eval_episodes=2,
+            device="cpu",
         )
     )
     assert load_checkpoint(tmp_path / "d" / "checkpoint.pt")["prm_replay"] == []  # window 1: nothing to keep
