@@ -3,6 +3,7 @@
     python benchmarks/process_signal.py forms [--seeds 0 1] [--steps 30000]
     python benchmarks/process_signal.py mu [--seeds 0 1] [--steps 30000]
     python benchmarks/process_signal.py lam [--seeds 0 1] [--steps 30000]
+    python benchmarks/process_signal.py lam-grpo [--seeds 0 1] [--steps 30000]
     python benchmarks/process_signal.py trainers [--seeds 0 1] [--steps 30000] [--difficulty 0]
     python benchmarks/process_signal.py shaping [--seeds 0 1] [--steps 30000]
     python benchmarks/process_signal.py report benchmarks/results/process_signal_forms_d0.25.json
@@ -12,7 +13,8 @@
 ``reward``) and with exact votes (mode ``oracle``). ``mu``: mode ``noisy-oracle`` (votes of
 quality mu = p+ + p-) with the paper's group trainer (``--algo grpo``), for mu in
 {1, 1.25, 1.5, 2} and m in {1, 3, 9}: Theorem 1 says the vote aggregate separates good from
-bad steps as m grows iff mu > 1. ``lam``: lambda in {0.1, 0.3, 1} for the process rows.
+bad steps as m grows iff mu > 1. ``lam``: lambda in {0.1, 0.3, 1} for the process rows
+(``lam-grpo``: the same for the group trainer with the method's PRM).
 ``trainers``: PPO against the group trainer, Outcome-only, and the group trainer with the
 method's PRM and with oracle votes. ``shaping``: potential-based shaping from the exact
 distance (mode ``oracle-potential``), the unfarmable ceiling, with PPO and with the group
@@ -36,7 +38,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = "RLA-TextNav-v0"
-STUDIES = ("forms", "mu", "lam", "trainers", "shaping")
+STUDIES = ("forms", "mu", "lam", "lam-grpo", "trainers", "shaping")
 MUS = (1.0, 1.25, 1.5, 2.0)
 
 
@@ -52,6 +54,8 @@ def configs(study: str) -> list[dict[str, Any]]:
         for m in (1, 3, 9):
             arms += [{"algo": "grpo", "mode": "noisy-oracle", "mu": mu, "m": m} for mu in MUS]
         return arms
+    if study == "lam-grpo":  # lambda for the group trainer with the method's PRM
+        return [{"algo": "grpo", "mode": "reward", "lam": lam} for lam in (0.1, 0.3, 1.0)]
     if study == "trainers":
         return [
             {"mode": "outcome"}, {"algo": "grpo", "mode": "outcome"}, {"algo": "grpo", "mode": "reward"},
