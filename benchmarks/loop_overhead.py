@@ -36,7 +36,7 @@ def plain(steps: int, seed: int) -> float:
 
 
 def loop(steps: int, seed: int) -> float:
-    model, callback = build_loop(LoopSettings(n_envs=4, n_steps=256, seed=seed, device="cpu"))
+    model, callback = build_loop(LoopSettings(algo="ppo", n_envs=4, n_steps=256, seed=seed, device="cpu"))
     start = time.perf_counter()
     model.learn(steps, callback=callback)
     return (time.perf_counter() - start) / model.num_timesteps

@@ -58,7 +58,7 @@ def run(job: tuple[float, str, str, int, int]) -> dict[str, Any]:
         for t in train
     ]
     settings = LoopSettings(
-        env=ENV, mode=mode, objective=objective, difficulty=DIFFICULTY, seed=seed, device="cpu"
+        env=ENV, algo="ppo", mode=mode, objective=objective, difficulty=DIFFICULTY, seed=seed, device="cpu"
     )
     model, loop = build_loop(settings)
     prm = loop.reward_env.prm

@@ -80,7 +80,7 @@ def run(job: tuple[dict[str, Any], int, int, int, float, int]) -> dict[str, Any]
     from agents.train import TrainSettings, evaluate_policy
 
     torch.set_num_threads(1)
-    settings = LoopSettings(env=ENV, difficulty=difficulty, seed=seed, device="cpu", **arm)
+    settings = LoopSettings(env=ENV, difficulty=difficulty, seed=seed, device="cpu", **{"algo": "ppo", **arm})
     model, loop = build_loop(settings)
     evaluation = TrainSettings(**dataclasses.asdict(settings), eval_episodes=episodes)
     curve: list[dict[str, float]] = []

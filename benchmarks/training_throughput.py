@@ -29,9 +29,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: name -> LoopSettings fields; the first is what `rla bench` runs per run today.
 #: PPO settings that suit many envs (minibatches in the thousands, few epochs, an entropy bonus).
-WIDE = {"n_envs": 64, "n_steps": 128, "batch_size": 2048, "n_epochs": 4, "ent_coef": 0.01}
+WIDE = {"algo": "ppo", "n_envs": 64, "n_steps": 128, "batch_size": 2048, "n_epochs": 4, "ent_coef": 0.01}
 CONFIGS: dict[str, dict[str, Any]] = {
-    "ppo, 4 DummyVecEnv envs, n_steps 256, batch 256, 10 epochs (rla bench today)": {},
+    "ppo, 4 DummyVecEnv envs, n_steps 256, batch 256, 10 epochs (rla bench today)": {"algo": "ppo"},
     "ppo, 64 DummyVecEnv envs, n_steps 128, batch 2048, 4 epochs, ent 0.01": WIDE,
     "ppo, 64 batched envs, n_steps 128, batch 2048, 4 epochs, ent 0.01": {**WIDE, "vec_env": "batched"},
     "grpo, 8 x 8 DummyVecEnv envs": {"algo": "grpo"},

@@ -26,7 +26,9 @@ def _params(prm: ProcessRewardModel) -> torch.Tensor:
 
 @pytest.mark.parametrize("mode", ["outcome", "policy", "reward", "env"])
 def test_each_mode_runs_a_real_ppo_loop(mode: str) -> None:
-    model, callback = build_loop(LoopSettings(mode=mode, n_envs=2, n_steps=256, seed=0, device="cpu"))
+    model, callback = build_loop(
+        LoopSettings(algo="ppo", mode=mode, n_envs=2, n_steps=256, seed=0, device="cpu")
+    )
     prm = callback.reward_env.prm
     before = None if prm is None else _params(prm)
     model.learn(1024, callback=callback)
@@ -65,9 +67,9 @@ def test_integrated_rewards_reach_the_algorithm() -> None:
 
 def test_bad_loop_settings_are_named() -> None:
     with pytest.raises(ValueError, match="mode must be one of"):
-        build_loop(LoopSettings(mode="everything"))
+        build_loop(LoopSettings(algo="ppo", mode="everything"))
     with pytest.raises(ValueError, match="curriculum must be one of .* got 'magic'"):
-        build_loop(LoopSettings(curriculum="magic"))
+        build_loop(LoopSettings(algo="ppo", curriculum="magic"))
     with pytest.raises(ValueError, match="needs a ProcessRewardModel"):
         IntegratedRewardVecEnv(make_vec_env("RLA-TextNav-v0", n_envs=1), None, mode="policy")
     with pytest.raises(ValueError, match="lam must be a finite number >= 0, got -1"):
@@ -84,7 +86,9 @@ def test_loop_runs_on_other_on_policy_algorithms(algo: str, encoder: str) -> Non
 
 
 def test_plr_scores_with_the_trainers_values_and_integrated_rewards_inside_the_loop() -> None:
-    model, callback = build_loop(LoopSettings(curriculum="plr", n_envs=2, n_steps=256, device="cpu"))
+    model, callback = build_loop(
+        LoopSettings(algo="ppo", curriculum="plr", n_envs=2, n_steps=256, device="cpu")
+    )
     plr = callback.curriculum
     assert plr.score == "positive_value_loss" and callback.curriculum_env.defer_updates
     results = []
@@ -102,7 +106,13 @@ def test_the_consistency_objective_works_inside_the_loop() -> None:
     # the consistency filter groups fresh-seed tasks by difficulty, so it has data though no task repeats
     model, callback = build_loop(
         LoopSettings(
-            mode="reward", objective="consistency", difficulty=0.0, n_envs=2, n_steps=256, device="cpu"
+            algo="ppo",
+            mode="reward",
+            objective="consistency",
+            difficulty=0.0,
+            n_envs=2,
+            n_steps=256,
+            device="cpu",
         )
     )
     model.learn(2048, callback=callback)
@@ -112,7 +122,7 @@ def test_the_consistency_objective_works_inside_the_loop() -> None:
 
 def test_the_fresh_task_pool_feeds_every_episode_back_inside_the_loop() -> None:
     model, callback = build_loop(
-        LoopSettings(curriculum="task-pool-fresh", n_envs=2, n_steps=256, device="cpu", seed=1)
+        LoopSettings(algo="ppo", curriculum="task-pool-fresh", n_envs=2, n_steps=256, device="cpu", seed=1)
     )
     model.learn(2048, callback=callback)
     pool = callback.curriculum
@@ -176,7 +186,9 @@ def test_loop_adds_process_rewards_to_the_buffer_and_recomputes_advantages(algo:
 
 
 def test_rm_only_mode_rewards_process_without_outcome_and_trains_the_rm() -> None:
-    model, callback = build_loop(LoopSettings(mode="rm-only", n_envs=2, n_steps=128, seed=0, device="cpu"))
+    model, callback = build_loop(
+        LoopSettings(algo="ppo", mode="rm-only", n_envs=2, n_steps=128, seed=0, device="cpu")
+    )
     assert callback.reward_env.outcome_weight == 0.0 and callback.trainer is not None
     before = _params(callback.reward_env.prm)
     model.learn(256, callback=callback)
@@ -203,9 +215,9 @@ def test_max_difficulty_bounds_every_curriculum(curriculum: str) -> None:
 
 def test_max_difficulty_is_validated() -> None:
     with pytest.raises(ValueError, match="difficulty 0.5 is above max_difficulty 0.25"):
-        build_loop(LoopSettings(difficulty=0.5, max_difficulty=0.25))
+        build_loop(LoopSettings(algo="ppo", difficulty=0.5, max_difficulty=0.25))
     with pytest.raises(ValueError, match="max_difficulty must be > 0"):
-        build_loop(LoopSettings(difficulty=0.0, max_difficulty=0.0))
+        build_loop(LoopSettings(algo="ppo", difficulty=0.0, max_difficulty=0.0))
 
 
 def test_episode_process_scale_divides_by_each_episodes_step_budget() -> None:
@@ -237,7 +249,9 @@ def test_episode_process_scale_divides_by_each_episodes_step_budget() -> None:
 
 def test_the_prm_trains_for_prm_epochs_on_the_last_prm_replay_rollouts(monkeypatch) -> None:
     model, callback = build_loop(
-        LoopSettings(mode="reward", prm_epochs=3, prm_replay=2, n_envs=2, n_steps=128, device="cpu")
+        LoopSettings(
+            algo="ppo", mode="reward", prm_epochs=3, prm_replay=2, n_envs=2, n_steps=128, device="cpu"
+        )
     )
     calls = []
     real = callback.trainer.update
@@ -257,9 +271,9 @@ def test_the_prm_trains_for_prm_epochs_on_the_last_prm_replay_rollouts(monkeypat
     ]
     assert calls[2][0][: rollouts[1]] == calls[1][0][rollouts[0] :]  # the window slides: oldest dropped
     with pytest.raises(ValueError, match="prm_replay must be an integer >= 1, got 0"):
-        build_loop(LoopSettings(prm_replay=0))
+        build_loop(LoopSettings(algo="ppo", prm_replay=0))
     with pytest.raises(ValueError, match="prm_epochs must be an integer >= 1, got 1.5"):
-        build_loop(LoopSettings(prm_epochs=1.5))  # type: ignore[arg-type]
+        build_loop(LoopSettings(algo="ppo", prm_epochs=1.5))  # type: ignore[arg-type]
 
 
 def test_oracle_mode_votes_with_the_exact_step_labels() -> None:
@@ -274,7 +288,7 @@ def test_oracle_mode_votes_with_the_exact_step_labels() -> None:
     prm = ProcessRewardModel.for_env(venv.envs[0], seed=0, device="cpu")
     with pytest.raises(ValueError, match="mode 'oracle' votes with the env's exact labels"):
         IntegratedRewardVecEnv(venv, prm, mode="oracle")
-    model, callback = build_loop(LoopSettings(mode="oracle", n_envs=2, n_steps=128, device="cpu"))
+    model, callback = build_loop(LoopSettings(algo="ppo", mode="oracle", n_envs=2, n_steps=128, device="cpu"))
     assert callback.reward_env.prm is None and callback.trainer is None
     model.learn(256, callback=callback)
     assert not any(key.startswith("rm/") for key in callback.history[-1])
@@ -339,7 +353,7 @@ def test_masked_buffer_yields_only_the_trained_on_samples() -> None:
 
 
 def test_robust_plr_keeps_new_levels_out_of_the_update() -> None:
-    settings = LoopSettings(curriculum="plr", n_envs=2, n_steps=128, seed=0, device="cpu")
+    settings = LoopSettings(algo="ppo", curriculum="plr", n_envs=2, n_steps=128, seed=0, device="cpu")
     model, callback = build_loop(settings)
     model.learn(1024, callback=callback)
     mask = model.rollout_buffer.sample_mask
@@ -369,7 +383,14 @@ def test_noisy_oracle_votes_have_the_asked_for_quality(mu: float) -> None:
 
 def test_advantage_process_scale_adds_lambda_z_votes_to_gae_of_the_outcome() -> None:
     settings = LoopSettings(
-        mode="oracle", process_scale="advantage", lam=0.3, n_envs=2, n_steps=64, seed=0, device="cpu"
+        algo="ppo",
+        mode="oracle",
+        process_scale="advantage",
+        lam=0.3,
+        n_envs=2,
+        n_steps=64,
+        seed=0,
+        device="cpu",
     )
     model, callback = build_loop(settings)
     buffer = model.rollout_buffer
@@ -414,8 +435,8 @@ def test_the_closed_loop_runs_on_the_batched_vec_env(algo: str) -> None:
 
 def test_bad_training_path_settings_are_named() -> None:
     with pytest.raises(ValueError, match="vec_env must be one of .* got 'subproc'"):
-        build_loop(LoopSettings(vec_env="subproc"))
+        build_loop(LoopSettings(algo="ppo", vec_env="subproc"))
     with pytest.raises(ValueError, match="n_epochs must be an integer >= 1, got 0"):
-        build_loop(LoopSettings(n_epochs=0))
+        build_loop(LoopSettings(algo="ppo", n_epochs=0))
     with pytest.raises(ValueError, match="ent_coef must be a finite number >= 0, got -0.1"):
-        build_loop(LoopSettings(ent_coef=-0.1))
+        build_loop(LoopSettings(algo="ppo", ent_coef=-0.1))
