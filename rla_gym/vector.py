@@ -11,6 +11,7 @@ family), and ``reset(seed=s)`` seeds sub-env i with s + i, as Gymnasium's vector
 
 from __future__ import annotations
 
+import functools
 import numbers
 from collections.abc import Sequence
 from typing import Any
@@ -307,14 +308,9 @@ class RLAVectorEnv(VectorEnv):
 
 
 def vector_entry_point(env_cls: type[RLAEnv]) -> Any:
-    """The ``vector_entry_point`` of ``env_cls``'s id: ``make_vec`` calls it with
-    ``num_envs`` and the id's keyword arguments."""
-
-    def make(num_envs: int = 1, **kwargs: Any) -> RLAVectorEnv:
-        return RLAVectorEnv(env_cls, num_envs, **kwargs)
-
-    make.__qualname__ = f"{env_cls.__name__}.vector"
-    return make
+    """The ``vector_entry_point`` of ``env_cls``'s id: ``make_vec`` calls it with ``num_envs``
+    and the id's keyword arguments. A ``functools.partial``, so env specs stay picklable."""
+    return functools.partial(RLAVectorEnv, env_cls)
 
 
 __all__ = ["RLAVectorEnv", "vector_entry_point"]
