@@ -5,10 +5,10 @@
 Each configuration steps random actions drawn among each sub-env's admissible commands (the
 mask is read from the batched info, vectorised, so both envs pay the same), resets included,
 at difficulty 0.25, with the full info (oracle fields included) unless a row says
-``oracle_info=False``. Timing runs for about ``--seconds`` per configuration after one warm-up
-step; ``rss_mib`` is the growth of the process's resident memory while the env was built
-and stepped. MiniGrid-Empty-8x8-v0 (a single env, ``gym.make``) is the anchor, measured in
-the same run. SyncVectorEnv is skipped above 1024 envs (it would take minutes to build).
+``oracle_info=False``. Timing runs for about ``--seconds`` per configuration; ``mib_*`` is the
+memory a fresh env holds after its reset and 20 steps (``tracemalloc``, on a separate
+instance). MiniGrid-Empty-8x8-v0 (a single env, ``gym.make``) is the anchor, measured in the
+same run. SyncVectorEnv is skipped above 1024 envs (it would take minutes to build).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import gc
 import json
 import platform
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +31,6 @@ import rla_gym
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def rss_mib() -> float:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * 4096 / 2**20
-
-
 def admissible(masks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """One admissible command per row of ``masks``, uniformly, vectorised."""
     scores = rng.random(masks.shape) * masks
@@ -42,10 +38,21 @@ def admissible(masks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 
 def measure(make: Any, seconds: float, seed: int = 0) -> tuple[float, float]:
+    """Steps/s of a fresh env, and the MiB it holds after reset and 20 steps (``tracemalloc``,
+    measured on a second instance so the timing runs untraced)."""
     gc.collect()
-    before = rss_mib()
-    envs = make()
+    tracemalloc.start()
+    probe = make()
+    _, info = probe.reset(seed=seed)
     rng = np.random.default_rng(seed)
+    for _ in range(20):
+        _, _, _, _, info = probe.step(admissible(info["action_mask"], rng))
+    held = tracemalloc.get_traced_memory()[0] / 2**20
+    tracemalloc.stop()
+    probe.close()
+    del probe
+    gc.collect()
+    envs = make()
     _, info = envs.reset(seed=seed)
     steps, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
@@ -53,9 +60,8 @@ def measure(make: Any, seconds: float, seed: int = 0) -> tuple[float, float]:
             _, _, _, _, info = envs.step(admissible(info["action_mask"], rng))
         steps += 10 * envs.num_envs
     rate = steps / (time.perf_counter() - start)
-    grown = rss_mib() - before
     envs.close()
-    return rate, grown
+    return rate, held
 
 
 def anchor(seconds: float) -> float:
@@ -97,8 +103,8 @@ def main() -> None:
             row = {
                 "env": env_id, "num_envs": n, "batched": round(batched), "batched_no_oracle": round(lean),
                 "sync": None if np.isnan(sync) else round(sync), "ratio_to_sync": ratio,
-                "ratio_to_minigrid": round(batched / reference, 2), "rss_mib_batched": round(batched_mem, 1),
-                "rss_mib_sync": None if np.isnan(sync_mem) else round(sync_mem, 1),
+                "ratio_to_minigrid": round(batched / reference, 2), "mib_batched": round(batched_mem, 1),
+                "mib_sync": None if np.isnan(sync_mem) else round(sync_mem, 1),
             }  # fmt: skip
             rows.append(row)
             print(row, flush=True)
