@@ -121,7 +121,7 @@ class RLAEnv(gym.Env[Any, np.int64]):
         self._pinned_task: Task | None = None
         self._task: Task | None = None
         self._mask_list: list[int] = [0] * len(self.action_names)
-        self._mask = np.zeros(len(self.action_names), dtype=np.int8)
+        self._mask_array: np.ndarray | None = np.zeros(len(self.action_names), dtype=np.int8)
         self._steps = 0
         self._budget = 0
         self._optimal_len = 0
@@ -297,7 +297,14 @@ class RLAEnv(gym.Env[Any, np.int64]):
 
     def _update_mask(self) -> None:
         self._mask_list = self._action_mask()
-        self._mask = np.array(self._mask_list, dtype=np.int8)
+        self._mask_array = None  # built when read: the batched vector env reads the list only
+
+    @property
+    def _mask(self) -> np.ndarray:
+        """The admissible-command mask as an int8 array (built from ``_mask_list`` once per step)."""
+        if self._mask_array is None:
+            self._mask_array = np.array(self._mask_list, dtype=np.int8)
+        return self._mask_array
 
     def _info(self, invalid: bool, progress: int) -> dict[str, Any]:
         assert self._task is not None

@@ -166,35 +166,69 @@ class RLAVectorEnv(VectorEnv):
         rewards = np.zeros(n, dtype=np.float64)
         terminated = np.zeros(n, dtype=bool)
         truncated = np.zeros(n, dtype=bool)
+        invalid = np.zeros(n, dtype=bool)
+        progress = np.zeros(n, dtype=np.int64)
         info = self._empty_info()
         same_step = self.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
         finals: list[tuple[int, Any, dict[str, Any]]] = []
+        started: list[int] = []
         for i, env in enumerate(self.envs):
             if self._autoreset[i]:  # NEXT_STEP: this step only resets the sub-env
                 env._begin()
-                self._write(i, info, reset=True)
+                started.append(i)
                 continue
-            success, cut, invalid, progress = env._advance(int(acts[i]))
+            success, cut, invalid[i], progress[i] = env._advance(int(acts[i]))
             if success or cut:
                 rewards[i], terminated[i], truncated[i] = float(success), success, cut
                 if same_step:
                     final_info = self._empty_info(1)
-                    self._write(0, final_info, invalid=invalid, progress=progress, env=env)
+                    self._write(0, final_info, invalid=bool(invalid[i]), progress=int(progress[i]), env=env)
                     self._end(0, final_info, success)
-                    finals.append((i, self._observation_of(env), final_info))
+                    finals.append((i, env._observation(), final_info))
                     env._begin()
-                    self._write(i, info, reset=True)
+                    invalid[i], progress[i] = False, 0
+                    started.append(i)
                     continue
-                self._write(i, info, invalid=invalid, progress=progress)
                 self._end(i, info, success)
-                continue
-            self._write(i, info, invalid=invalid, progress=progress)
+        self._collect(info, invalid, progress, started)
         if same_step:
             if finals:
                 self._add_finals(info, finals)
         else:
             self._autoreset = terminated | truncated
         return self._observations(), rewards, terminated, truncated, info
+
+    def _collect(
+        self, info: dict[str, Any], invalid: np.ndarray, progress: np.ndarray, started: list[int]
+    ) -> None:
+        """Every sub-env's observation into the arrays and its step info into ``info``, in a few
+        batched assignments; ``started`` sub-envs also report their reset keys."""
+        envs = self.envs
+        self._masks[:] = [env._mask_list for env in envs]
+        if self.obs_mode == "text":
+            self._texts = [env._text() for env in envs]
+        else:
+            self._tokens[:] = [env._tokens() for env in envs]
+        tasks = [env._task for env in envs]
+        info["difficulty"][:] = [task.difficulty for task in tasks]  # type: ignore[union-attr]
+        info["task_id"][:] = [task.task_id for task in tasks]  # type: ignore[union-attr]
+        info["action_mask"][:] = self._masks
+        info["invalid_action"][:], info["progress"][:] = invalid, progress
+        info["distance"][:] = [env._last_distance for env in envs]
+        keys: tuple[str, ...] = STEP_KEYS
+        if self.oracle_info:
+            oracle = info["oracle_actions"]
+            for i, env in enumerate(envs):
+                oracle[i] = env._oracle_actions()
+        else:
+            keys = tuple(k for k in STEP_KEYS if k != "oracle_actions")
+        for key in keys:
+            info["_" + key][:] = True
+        if started:
+            info["optimal_len"][started] = [envs[i]._optimal_len for i in started]
+            info["step_budget"][started] = [envs[i]._budget for i in started]
+            for key in RESET_KEYS:
+                info["_" + key][started] = True
 
     # ------------------------------------------------------------- plumbing
     def _empty_info(self, n: int | None = None) -> dict[str, Any]:
@@ -253,9 +287,6 @@ class RLAVectorEnv(VectorEnv):
     def _end(i: int, info: dict[str, Any], success: bool) -> None:
         info["is_success"][i], info["outcome"][i] = success, 1 if success else -1
         info["_is_success"][i] = info["_outcome"][i] = True
-
-    def _observation_of(self, env: RLAEnv) -> Any:
-        return env._observation()
 
     def _observations(self) -> Any:
         if self.obs_mode == "dict":
