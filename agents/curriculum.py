@@ -80,7 +80,7 @@ class CurriculumVecEnv(VecEnvWrapper):
         obs = self.venv.reset()
         self.reset_infos = self.venv.reset_infos  # SB3's VecEnvWrapper does not pass them on
         for i, info in enumerate(self.venv.reset_infos):
-            self._check(i, info["task_id"])
+            self._check(i, info["task_key"])
         self.queued, queued_trains = map(
             list, zip(*(self._draw(i) for i in range(self.num_envs)), strict=True)
         )
@@ -111,7 +111,7 @@ class CurriculumVecEnv(VecEnvWrapper):
                 self.curriculum.update(result)
             self._returns[i] = self._lengths[i] = 0
             self.running[i], self._trains[i] = self.queued[i], self._trains_queued[i]
-            self._check(int(i), self.venv.reset_infos[i]["task_id"])  # the episode SB3 just started
+            self._check(int(i), self.venv.reset_infos[i]["task_key"])  # the episode SB3 just started
             self.queued[i], self._trains_queued[i] = self._draw(int(i))
         self._t += 1
         return obs, rewards, dones, infos
@@ -159,10 +159,10 @@ class CurriculumVecEnv(VecEnvWrapper):
         self._mask = []
         return mask
 
-    def _check(self, i: int, ran: str) -> None:
-        """A task can only change when an episode starts: check each new episode's task."""
-        if ran != self.running[i].task_id:
-            raise RuntimeError(f"sub-env {i} ran task {ran}, not the assigned {self.running[i].task_id}")
+    def _check(self, i: int, ran: int) -> None:
+        """A task can only change when an episode starts: check each new episode's task (its key)."""
+        if ran != self.running[i].key:
+            raise RuntimeError(f"sub-env {i} ran task key {ran}, not the assigned {self.running[i]}")
 
     def metrics(self) -> dict[str, float]:
         return self.curriculum.metrics()

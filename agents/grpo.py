@@ -167,8 +167,8 @@ class GroupPPO(OnPolicyAlgorithm):
         for i, task in enumerate(tasks):
             envs[i].unwrapped.set_task(task)
             first, info = envs[i].reset()
-            if info["task_id"] != task.task_id:
-                raise RuntimeError(f"env {i} ran task {info['task_id']}, not the assigned {task.task_id}")
+            if info["task_key"] != task.key:
+                raise RuntimeError(f"env {i} ran task key {info['task_key']}, not the assigned {task}")
             obs.append(first)
             distances[i] = info.get("distance", 0.0)
         steps: list[list[Any]] = [

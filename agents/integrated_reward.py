@@ -90,11 +90,11 @@ class ProcessRewardWrapper(gym.Wrapper[Any, Any, Any, Any]):
     Needs ``obs_mode="dict"``. (The outcome O itself arrives as the env's sparse reward.)
 
     Example:
-        >>> import gymnasium as gym, rla_gym
+        >>> import gymnasium as gym, numpy as np, rla_gym
         >>> env = gym.make("RLA-TextNav-v0")
         >>> env = ProcessRewardWrapper(env, ProcessRewardModel.for_env(env, device="cpu", seed=0))
         >>> obs, info = env.reset(seed=0)
-        >>> _, reward, *_, info = env.step(int(info["oracle_actions"][0]))
+        >>> _, reward, *_, info = env.step(int(np.flatnonzero(info["oracle_mask"])[0]))
         >>> info["rm_step_votes"].shape
         (3,)
     """

@@ -174,7 +174,7 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
         tokens: Any = obs
         self._last = np.array(tokens["tokens"], copy=True)
         self._clear_episodes()
-        self._tasks = [info.get("task_id", "") for info in self.venv.reset_infos]
+        self._tasks = [str(info.get("task_key", "")) for info in self.venv.reset_infos]
         self._difficulties = [info.get("difficulty") for info in self.venv.reset_infos]
         for i, info in enumerate(self.venv.reset_infos):
             self._start_episode(i, info)
@@ -185,7 +185,7 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
             if "distance" not in info:
                 raise ValueError("mode 'oracle-potential' needs info['distance'] (an rla-gym env)")
             self._distances[i] = info["distance"]
-        self._tasks[i] = info.get("task_id", "")
+        self._tasks[i] = str(info.get("task_key", ""))
         self._difficulties[i] = info.get("difficulty")
         if self.mode == "oracle-potential":  # shaping at full strength, whatever the scale
             self._weights[i] = self.lam

@@ -62,7 +62,7 @@ def collect_mixture_trajectories(
             done = False
             while not done:
                 if rng.random() < p:
-                    action = int(rng.choice(info["oracle_actions"]))
+                    action = int(rng.choice(np.flatnonzero(info["oracle_mask"])))
                 else:
                     action = int(rng.choice(np.flatnonzero(info["action_mask"])))
                 before.append(obs["tokens"])

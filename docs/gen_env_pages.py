@@ -46,7 +46,7 @@ def screenshot(env_id: str, difficulty: float, seed: int = 0, steps: int = 2) ->
     rng = np.random.default_rng(seed)
     _, info = env.reset(seed=seed)
     for _ in range(min(steps, info["optimal_len"] - 1)):
-        _, _, _, _, info = env.step(int(rng.choice(info["oracle_actions"])))
+        _, _, _, _, info = env.step(int(rng.choice(np.flatnonzero(info["oracle_mask"]).tolist())))
     frame = np.asarray(env.render(), dtype=np.uint8)
     scale = max(1, 240 // frame.shape[0])  # small maps are shown larger
     return np.repeat(np.repeat(frame, scale, axis=0), scale, axis=1)
@@ -64,7 +64,7 @@ def transcript(env_id: str, difficulty: float, seed: int = 0, max_shown: int = 6
     rng = np.random.default_rng(seed)
     lines = [f"optimal_len = {info['optimal_len']}, step budget = {info['step_budget']}", "", text]
     for step in range(info["optimal_len"]):
-        action = int(rng.choice(info["oracle_actions"]))
+        action = int(rng.choice(np.flatnonzero(info["oracle_mask"]).tolist()))
         text, reward, terminated, truncated, info = env.step(action)
         if step < max_shown or terminated:
             lines += ["", f"> {names[action]}", "", text]
@@ -96,9 +96,10 @@ def page(env_id: str) -> str:
         "",
         "## Info keys",
         "",
-        "`difficulty`, `task_id`, `action_mask`, `invalid_action`, `oracle_actions`, `progress` at",
-        "reset and every step; `optimal_len` and `step_budget` at reset; `is_success` and `outcome`",
-        "at the last step.",
+        "The same keys with the same types at reset and at every step (see the contract page):",
+        "`difficulty`, `task_key`, `task_seed`, `action_mask`, `invalid_action`, `oracle_mask`,",
+        "`progress`, `distance`, `optimal_len`, `step_budget`, `is_success` (False until the last",
+        "step) and `outcome` (0 until the last step, then +1 / -1).",
         "",
         "## Rendering",
         "",

@@ -78,6 +78,11 @@ class Task:
         key = f"{self.env_id}|{self.difficulty!r}|{self.seed}".encode()
         object.__setattr__(self, "task_id", hashlib.blake2b(key, digest_size=8).hexdigest())
 
+    @property
+    def key(self) -> int:
+        """``task_id`` as a non-negative int64 (its first 60 bits): ``info["task_key"]``."""
+        return int(self.task_id, 16) >> 4
+
 
 class RLAEnv(gym.Env[Any, np.int64]):
     """Base of every rla-gym environment (see ``docs/contract.md``).
@@ -211,10 +216,7 @@ class RLAEnv(gym.Env[Any, np.int64]):
             if "difficulty" in options:
                 self.set_difficulty(options["difficulty"])
         self._begin()
-        info = self._info(invalid=False, progress=0)
-        info["optimal_len"] = self._optimal_len
-        info["step_budget"] = self._budget
-        return self._observation(), info
+        return self._observation(), self._info(invalid=False, progress=0)
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         """Apply one command; a masked (inadmissible) command is a no-op flagged in info."""
@@ -306,16 +308,29 @@ class RLAEnv(gym.Env[Any, np.int64]):
             self._mask_array = np.array(self._mask_list, dtype=np.int8)
         return self._mask_array
 
+    def oracle_mask(self) -> np.ndarray:
+        """int8 multi-hot of the commands that lower the exact optimal distance by one."""
+        mask = np.zeros(len(self.action_names), dtype=np.int8)
+        mask[self._oracle_actions()] = 1
+        return mask
+
     def _info(self, invalid: bool, progress: int) -> dict[str, Any]:
+        """The info of every step: the same keys with the same types at reset and at every step
+        (``is_success`` False and ``outcome`` 0 until the last step sets them)."""
         assert self._task is not None
         return {
             "difficulty": self._task.difficulty,
-            "task_id": self._task.task_id,
+            "task_key": self._task.key,
+            "task_seed": self._task.seed,
             "action_mask": self._mask.copy(),
             "invalid_action": invalid,
-            "oracle_actions": self._oracle_actions(),
+            "oracle_mask": self.oracle_mask(),
             "progress": progress,
             "distance": self._last_distance,
+            "optimal_len": self._optimal_len,
+            "step_budget": self._budget,
+            "is_success": False,
+            "outcome": 0,
         }
 
     def _observation(self) -> Any:

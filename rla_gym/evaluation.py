@@ -1,7 +1,7 @@
 """Reference agents (exact oracle, random admissible commands) and an episode runner.
 
 These need no learning framework: they read only ``info["action_mask"]`` and
-``info["oracle_actions"]`` from the RLAEnv info contract.
+``info["oracle_mask"]`` from the RLAEnv info contract.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ def random_agent(obs: Any, info: dict[str, Any], rng: np.random.Generator) -> in
 
 
 def oracle_agent(obs: Any, info: dict[str, Any], rng: np.random.Generator) -> int:
-    """A uniformly random optimal command (exact, from ``info["oracle_actions"]``)."""
-    best = info["oracle_actions"]
+    """A uniformly random optimal command (exact, from ``info["oracle_mask"]``)."""
+    best = np.flatnonzero(info["oracle_mask"])
     return int(best[rng.integers(len(best))])
 
 

@@ -22,18 +22,11 @@ from gymnasium.vector.utils import batch_space
 
 from rla_gym.core import OBS_MODES, RLAEnv, Task
 
-#: Info keys at every step, at reset only, and at an episode's last step only.
-STEP_KEYS = (
-    "difficulty",
-    "task_id",
-    "action_mask",
-    "invalid_action",
-    "oracle_actions",
-    "progress",
-    "distance",
-)
-RESET_KEYS = ("optimal_len", "step_budget")
-END_KEYS = ("is_success", "outcome")
+#: The info keys, present for every sub-env at every step (``rla_gym.core.RLAEnv._info``).
+INFO_KEYS = (
+    "difficulty", "task_key", "task_seed", "action_mask", "invalid_action", "oracle_mask", "progress",
+    "distance", "optimal_len", "step_budget", "is_success", "outcome",
+)  # fmt: skip
 
 
 class RLAVectorEnv(VectorEnv):
@@ -42,7 +35,7 @@ class RLAVectorEnv(VectorEnv):
     Keyword arguments are those of ``gym.make`` (``difficulty``, ``obs_mode``), plus
     ``autoreset_mode`` (``NEXT_STEP``, Gymnasium's default, or ``SAME_STEP``, where a finished
     sub-env's last observation and info go to ``info["final_obs"]`` / ``info["final_info"]``)
-    and ``oracle_info`` (False leaves ``oracle_actions`` out of the infos, the costliest key).
+    and ``oracle_info`` (False leaves ``oracle_mask`` out of the infos, the costliest key).
     Per-sub-env tasks: ``set_attr("pinned_task", [t0, t1, ...])``, :meth:`set_tasks` or
     :meth:`set_difficulties`, one call for all sub-envs; a change applies at each sub-env's
     next reset, as for a single env.
@@ -64,6 +57,7 @@ class RLAVectorEnv(VectorEnv):
     _texts: list[str]
     _autoreset: np.ndarray
     _started: bool
+    _keys: tuple[str, ...]
 
     def __init__(
         self,
@@ -90,6 +84,7 @@ class RLAVectorEnv(VectorEnv):
         self.envs = [env_cls(difficulty, obs_mode=obs_mode) for _ in range(int(num_envs))]
         self.num_envs = int(num_envs)
         self.env_cls, self.obs_mode, self.oracle_info = env_cls, obs_mode, bool(oracle_info)
+        self._keys = INFO_KEYS if self.oracle_info else tuple(k for k in INFO_KEYS if k != "oracle_mask")
         self.metadata = {**self.metadata, "autoreset_mode": mode}
         self.render_mode = None
         first = self.envs[0]
@@ -146,9 +141,13 @@ class RLAVectorEnv(VectorEnv):
         if mask.shape != (n,) or mask.dtype != np.bool_:
             raise ValueError(f"options['reset_mask'] must be a bool array of shape ({n},), got {mask!r}")
         info = self._empty_info()
-        for i in np.flatnonzero(mask):
+        rows = np.flatnonzero(mask).tolist()
+        for i in rows:
             self.envs[i].reset(seed=seeds[i], options=options or None)
-            self._write(int(i), info, reset=True)
+        chosen = [self.envs[i] for i in rows]
+        self._observe(rows, chosen)
+        zeros = np.zeros(len(rows), dtype=np.int64)
+        self._fill(info, rows, chosen, zeros.astype(bool), zeros, zeros.astype(bool), zeros)
         self._autoreset[mask] = False
         self._started = True
         return self._observations(), info
@@ -168,29 +167,27 @@ class RLAVectorEnv(VectorEnv):
         truncated = np.zeros(n, dtype=bool)
         invalid = np.zeros(n, dtype=bool)
         progress = np.zeros(n, dtype=np.int64)
+        outcome = np.zeros(n, dtype=np.int64)
         info = self._empty_info()
         same_step = self.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
         finals: list[tuple[int, Any, dict[str, Any]]] = []
-        started: list[int] = []
         for i, env in enumerate(self.envs):
             if self._autoreset[i]:  # NEXT_STEP: this step only resets the sub-env
                 env._begin()
-                started.append(i)
                 continue
             success, cut, invalid[i], progress[i] = env._advance(int(acts[i]))
             if success or cut:
                 rewards[i], terminated[i], truncated[i] = float(success), success, cut
-                if same_step:
+                outcome[i] = 1 if success else -1
+                if same_step:  # report the last step under final_*, then start the next episode
                     final_info = self._empty_info(1)
-                    self._write(0, final_info, invalid=bool(invalid[i]), progress=int(progress[i]), env=env)
-                    self._end(0, final_info, success)
+                    self._fill(final_info, [0], [env], invalid[i : i + 1], progress[i : i + 1],
+                               terminated[i : i + 1], outcome[i : i + 1])  # fmt: skip
                     finals.append((i, env._observation(), final_info))
                     env._begin()
-                    invalid[i], progress[i] = False, 0
-                    started.append(i)
-                    continue
-                self._end(i, info, success)
-        self._collect(info, invalid, progress, started)
+                    invalid[i], progress[i], outcome[i] = False, 0, 0
+        self._observe(slice(None), self.envs)
+        self._fill(info, slice(None), self.envs, invalid, progress, outcome == 1, outcome)
         if same_step:
             if finals:
                 self._add_finals(info, finals)
@@ -198,95 +195,68 @@ class RLAVectorEnv(VectorEnv):
             self._autoreset = terminated | truncated
         return self._observations(), rewards, terminated, truncated, info
 
-    def _collect(
-        self, info: dict[str, Any], invalid: np.ndarray, progress: np.ndarray, started: list[int]
-    ) -> None:
-        """Every sub-env's observation into the arrays and its step info into ``info``, in a few
-        batched assignments; ``started`` sub-envs also report their reset keys."""
-        envs = self.envs
-        self._masks[:] = [env._mask_list for env in envs]
+    @staticmethod
+    def _rows(rows: Any, n: int) -> Any:
+        """Row indices of ``rows`` (a slice or a list) in an array of ``n`` rows."""
+        return range(n)[rows] if isinstance(rows, slice) else rows
+
+    def _observe(self, rows: Any, envs: list[RLAEnv]) -> None:
+        """``envs``' observations into rows ``rows`` of the observation arrays."""
+        if not envs:
+            return
+        self._masks[rows] = [env._mask_list for env in envs]
         if self.obs_mode == "text":
-            self._texts = [env._text() for env in envs]
+            for row, env in zip(self._rows(rows, self.num_envs), envs, strict=True):
+                self._texts[row] = env._text()
         else:
-            self._tokens[:] = [env._tokens() for env in envs]
+            self._tokens[rows] = [env._tokens() for env in envs]
+
+    def _fill(
+        self,
+        info: dict[str, Any],
+        rows: Any,
+        envs: list[RLAEnv],
+        invalid: np.ndarray,
+        progress: np.ndarray,
+        success: np.ndarray,
+        outcome: np.ndarray,
+    ) -> None:
+        """``envs``' infos into rows ``rows`` of the batched ``info``: every key, masks set."""
+        if not envs:
+            return
         tasks = [env._task for env in envs]
-        info["difficulty"][:] = [task.difficulty for task in tasks]  # type: ignore[union-attr]
-        info["task_id"][:] = [task.task_id for task in tasks]  # type: ignore[union-attr]
-        info["action_mask"][:] = self._masks
-        info["invalid_action"][:], info["progress"][:] = invalid, progress
-        info["distance"][:] = [env._last_distance for env in envs]
-        keys: tuple[str, ...] = STEP_KEYS
+        info["difficulty"][rows] = [task.difficulty for task in tasks]  # type: ignore[union-attr]
+        info["task_key"][rows] = [task.key for task in tasks]  # type: ignore[union-attr]
+        info["task_seed"][rows] = [task.seed for task in tasks]  # type: ignore[union-attr]
+        info["action_mask"][rows] = [env._mask_list for env in envs]
+        info["invalid_action"][rows], info["progress"][rows] = invalid, progress
+        info["distance"][rows] = [env._last_distance for env in envs]
+        info["optimal_len"][rows] = [env._optimal_len for env in envs]
+        info["step_budget"][rows] = [env._budget for env in envs]
+        info["is_success"][rows], info["outcome"][rows] = success, outcome
         if self.oracle_info:
-            oracle = info["oracle_actions"]
-            for i, env in enumerate(envs):
-                oracle[i] = env._oracle_actions()
-        else:
-            keys = tuple(k for k in STEP_KEYS if k != "oracle_actions")
-        for key in keys:
-            info["_" + key][:] = True
-        if started:
-            info["optimal_len"][started] = [envs[i]._optimal_len for i in started]
-            info["step_budget"][started] = [envs[i]._budget for i in started]
-            for key in RESET_KEYS:
-                info["_" + key][started] = True
+            oracle = info["oracle_mask"]
+            for row, env in zip(self._rows(rows, oracle.shape[0]), envs, strict=True):
+                oracle[row, env._oracle_actions()] = 1
+        for key in self._keys:
+            info["_" + key][rows] = True
 
     # ------------------------------------------------------------- plumbing
     def _empty_info(self, n: int | None = None) -> dict[str, Any]:
         n = self.num_envs if n is None else n
+        actions = self._masks.shape[1]
         info: dict[str, Any] = {
-            "difficulty": np.zeros(n, dtype=np.float64), "task_id": np.full(n, None, dtype=object),
-            "action_mask": np.zeros((n, self._masks.shape[1]), dtype=np.int8),
-            "invalid_action": np.zeros(n, dtype=bool), "progress": np.zeros(n, dtype=np.int64),
-            "distance": np.zeros(n, dtype=np.int64), "optimal_len": np.zeros(n, dtype=np.int64),
-            "step_budget": np.zeros(n, dtype=np.int64), "is_success": np.zeros(n, dtype=bool),
-            "outcome": np.zeros(n, dtype=np.int64),
+            "difficulty": np.zeros(n, dtype=np.float64), "task_key": np.zeros(n, dtype=np.int64),
+            "task_seed": np.zeros(n, dtype=np.int64), "action_mask": np.zeros((n, actions), dtype=np.int8),
+            "invalid_action": np.zeros(n, dtype=bool), "oracle_mask": np.zeros((n, actions), dtype=np.int8),
+            "progress": np.zeros(n, dtype=np.int64), "distance": np.zeros(n, dtype=np.int64),
+            "optimal_len": np.zeros(n, dtype=np.int64), "step_budget": np.zeros(n, dtype=np.int64),
+            "is_success": np.zeros(n, dtype=bool), "outcome": np.zeros(n, dtype=np.int64),
         }  # fmt: skip
-        if self.oracle_info:
-            info["oracle_actions"] = np.full(n, None, dtype=object)
-        for key in list(info):
+        info = {key: info[key] for key in self._keys}
+        for key in self._keys:
             info["_" + key] = np.zeros(n, dtype=bool)
         return info
-
-    def _write(
-        self,
-        i: int,
-        info: dict[str, Any],
-        *,
-        reset: bool = False,
-        invalid: bool = False,
-        progress: int = 0,
-        env: RLAEnv | None = None,
-    ) -> None:
-        """Sub-env ``i``'s observation into the arrays and its step (or reset) info into ``info``
-        (``env``: write that env's info at row ``i`` of ``info`` and leave the arrays alone)."""
-        target = self.envs[i] if env is None else env
-        task = target._task
-        assert task is not None
-        if env is None:
-            self._masks[i] = target._mask_list
-            if self.obs_mode == "text":
-                self._texts[i] = target._text()
-            else:
-                self._tokens[i] = target._tokens()
-        info["difficulty"][i], info["task_id"][i] = task.difficulty, task.task_id
-        info["action_mask"][i] = target._mask_list
-        info["invalid_action"][i], info["progress"][i] = invalid, progress
-        info["distance"][i] = target._last_distance
-        keys: tuple[str, ...] = STEP_KEYS
-        if self.oracle_info:
-            info["oracle_actions"][i] = target._oracle_actions()
-        else:
-            keys = tuple(k for k in STEP_KEYS if k != "oracle_actions")
-        if reset:
-            info["optimal_len"][i], info["step_budget"][i] = target._optimal_len, target._budget
-            keys += RESET_KEYS
-        for key in keys:
-            info["_" + key][i] = True
-
-    @staticmethod
-    def _end(i: int, info: dict[str, Any], success: bool) -> None:
-        info["is_success"][i], info["outcome"][i] = success, 1 if success else -1
-        info["_is_success"][i] = info["_outcome"][i] = True
 
     def _observations(self) -> Any:
         if self.obs_mode == "dict":

@@ -29,7 +29,7 @@ def check_oracle_by_search(
     """Compare the oracle with breadth-first search along mixed oracle/random walks.
 
     At every visited state within ``near`` optimal moves of the goal, the oracle's distance
-    must equal the searched one, and ``info["oracle_actions"]`` must hold exactly the
+    must equal the searched one, and ``np.flatnonzero(info["oracle_mask"]).tolist()`` must hold exactly the
     admissible actions after which search finds one move less. Farther states are walked
     through (by the oracle, or at random with probability ``wander``), since search is
     exponential in the distance. Returns the number of states checked.
@@ -42,17 +42,25 @@ def check_oracle_by_search(
             distance = env._distance()
             if distance > near:
                 off = wander > 0 and rng.random() < wander
-                action = random_agent(obs, info, rng) if off else info["oracle_actions"][0]
+                action = (
+                    random_agent(obs, info, rng) if off else np.flatnonzero(info["oracle_mask"]).tolist()[0]
+                )
             else:
                 assert bfs_distance(env, distance + 1) == distance, seed
                 for candidate in np.flatnonzero(info["action_mask"]):
                     child = copy.deepcopy(env)
                     child.step(int(candidate))
                     after = 0 if child._success() else bfs_distance(child, distance)
-                    assert (after == distance - 1) == (candidate in info["oracle_actions"]), (seed, candidate)
+                    assert (after == distance - 1) == (
+                        candidate in np.flatnonzero(info["oracle_mask"]).tolist()
+                    ), (seed, candidate)
                 checked += 1
-                pick_oracle = info["oracle_actions"] and rng.random() < 0.4
-                action = info["oracle_actions"][0] if pick_oracle else random_agent(obs, info, rng)
+                pick_oracle = np.flatnonzero(info["oracle_mask"]).tolist() and rng.random() < 0.4
+                action = (
+                    np.flatnonzero(info["oracle_mask"]).tolist()[0]
+                    if pick_oracle
+                    else random_agent(obs, info, rng)
+                )
             obs, _, terminated, truncated, info = env.step(action)
             if terminated or truncated:
                 break

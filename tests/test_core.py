@@ -160,7 +160,7 @@ def test_task_identity_is_stable_and_reproducible() -> None:
     first, info1 = env.reset(seed=1, options={"task": a})
     env.reset(seed=99)  # the pinned task persists across resets
     again, info2 = env.reset(seed=5)
-    assert first == again and info1["task_id"] == info2["task_id"] == a.task_id
+    assert first == again and info1["task_key"] == info2["task_key"] == a.key
 
 
 def test_difficulty_and_task_options_persist_and_unpin() -> None:
@@ -172,10 +172,10 @@ def test_difficulty_and_task_options_persist_and_unpin() -> None:
     task = env.unwrapped.make_task(0.3, 11)
     env.unwrapped.set_task(task)
     assert env.unwrapped.difficulty == 0.3
-    assert env.reset()[1]["task_id"] == task.task_id
+    assert env.reset()[1]["task_key"] == task.key
     env.unwrapped.set_difficulty(0.4)  # unpins
-    ids = {env.reset()[1]["task_id"] for _ in range(5)}
-    assert task.task_id not in ids and len(ids) == 5
+    ids = {env.reset()[1]["task_key"] for _ in range(5)}
+    assert task.key not in ids and len(ids) == 5
 
 
 def test_unpinned_resets_never_draw_heldout_seeds() -> None:

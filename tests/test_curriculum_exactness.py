@@ -47,14 +47,14 @@ class RecordingCurriculum(Curriculum):
 
 
 def _check(curriculum: RecordingCurriculum, observed: dict[int, list[tuple[str, int, int]]]) -> int:
-    """observed[env] = [(task_id, outcome, length), ...] of finished episodes, as the env reported them."""
+    """observed[env] = [(task_key, outcome, length), ...] of finished episodes, as the env reported them."""
     total = sum(len(episodes) for episodes in observed.values())
     assert total >= EPISODES
     for slot, episodes in observed.items():
-        assigned = [t.task_id for t in curriculum.assigned[slot]]
+        assigned = [t.key for t in curriculum.assigned[slot]]
         assert [e[0] for e in episodes] == assigned[: len(episodes)], f"env {slot} ran other tasks"
         assert len(assigned) - len(episodes) <= 2  # only the running and the queued task are outstanding
-    told = {r.task.task_id: (r.task.task_id, r.outcome, r.length) for r in curriculum.results}
+    told = {r.task.key: (r.task.key, r.outcome, r.length) for r in curriculum.results}
     assert len(told) == len(curriculum.results) == total, "an episode was reported twice or not at all"
     assert sorted(told.values()) == sorted(e for episodes in observed.values() for e in episodes)
     return total
@@ -71,7 +71,7 @@ def test_single_env_wrapper_is_exact() -> None:
         _, _, terminated, truncated, info = env.step(env.action_space.sample())
         length += 1
         if terminated or truncated:
-            observed[0].append((info["task_id"], info["outcome"], length))
+            observed[0].append((info["task_key"], info["outcome"], length))
             env.reset()
             length = 0
     assert _check(curriculum, observed) == EPISODES
@@ -105,13 +105,13 @@ def test_gymnasium_vector_wrapper_is_exact(mode: str, autoreset: AutoresetMode) 
                 lengths += 1
                 final = info.get("final_info", {})
                 for i in np.flatnonzero(done):
-                    observed[i].append((final["task_id"][i], final["outcome"][i], lengths[i]))
+                    observed[i].append((final["task_key"][i], final["outcome"][i], lengths[i]))
                 lengths[done] = 0
             else:
                 lengths[restarting] = 0
                 lengths[~restarting] += 1
                 for i in np.flatnonzero(done & ~restarting):
-                    observed[i].append((info["task_id"][i], info["outcome"][i], lengths[i]))
+                    observed[i].append((info["task_key"][i], info["outcome"][i], lengths[i]))
                 restarting = done & ~restarting
     finally:
         envs.close()
@@ -135,7 +135,7 @@ def test_sb3_vecenv_adapter_is_exact(vec_env_cls: type) -> None:
             _, _, dones, infos = venv.step(rng.integers(0, 24, N_ENVS))
             lengths += 1
             for i in np.flatnonzero(dones):
-                observed[i].append((infos[i]["task_id"], infos[i]["outcome"], lengths[i]))
+                observed[i].append((infos[i]["task_key"], infos[i]["outcome"], lengths[i]))
                 lengths[i] = 0
     finally:
         venv.close()

@@ -18,9 +18,22 @@ from stable_baselines3.common.env_util import make_vec_env
 
 from rla_gym.evaluation import heldout_seeds, oracle_agent, random_agent
 
-CONTRACT_KEYS = {
-    "difficulty", "task_id", "action_mask", "invalid_action", "oracle_actions", "progress", "distance",
+#: Every key with its type, the same at reset and at every step (numpy arrays: int8 of n_actions).
+CONTRACT_TYPES = {
+    "difficulty": float, "task_key": int, "task_seed": int, "action_mask": np.ndarray, "invalid_action": bool,
+    "oracle_mask": np.ndarray, "progress": int, "distance": int, "optimal_len": int, "step_budget": int,
+    "is_success": bool, "outcome": int,
 }  # fmt: skip
+CONTRACT_KEYS = set(CONTRACT_TYPES)
+
+
+def _regular(info: dict, n_actions: int) -> None:
+    """The info has exactly the contract's keys, each with its fixed type and shape."""
+    assert set(info) == CONTRACT_KEYS, set(info) ^ CONTRACT_KEYS
+    for key, kind in CONTRACT_TYPES.items():
+        assert type(info[key]) is kind, (key, type(info[key]))
+        if kind is np.ndarray:
+            assert info[key].dtype == np.int8 and info[key].shape == (n_actions,), key
 
 
 @pytest.mark.parametrize("obs_mode", ["dict", "flat", "text"])
@@ -67,7 +80,10 @@ def test_pickled_env_continues_its_episode_identically(env_id: str, obs_mode: st
     env = gym.make(env_id, difficulty=0.8, obs_mode=obs_mode)
     obs, info = env.reset(seed=1)
     noop = env.unwrapped.noop_action
-    for action in info["oracle_actions"][:1] + [noop, noop]:  # mid-episode, some progress made
+    for action in np.flatnonzero(info["oracle_mask"]).tolist()[:1] + [
+        noop,
+        noop,
+    ]:  # mid-episode, some progress made
         obs, _, _, _, info = env.step(action)
     clone = pickle.loads(pickle.dumps(env))
     rng_a, rng_b = np.random.default_rng(5), np.random.default_rng(5)
@@ -86,7 +102,9 @@ def test_pickled_env_continues_its_episode_identically(env_id: str, obs_mode: st
 def test_info_contract(env_id: str) -> None:
     env = gym.make(env_id, difficulty=0.5)
     obs, info = env.reset(seed=0)
-    assert CONTRACT_KEYS | {"optimal_len"} <= set(info)
+    n_actions = env.action_space.n
+    _regular(info, n_actions)
+    assert info["task_key"] == env.unwrapped.task.key and info["task_seed"] == env.unwrapped.task.seed
     assert info["action_mask"].dtype == np.int8 and info["action_mask"].any()
     assert np.array_equal(info["action_mask"], obs["action_mask"])
     assert np.array_equal(env.unwrapped.action_masks(), info["action_mask"].astype(bool))
@@ -95,7 +113,7 @@ def test_info_contract(env_id: str) -> None:
     for _ in range(2000):
         before = info["distance"]
         obs, reward, terminated, truncated, info = env.step(random_agent(obs, info, rng))
-        assert set(info) >= CONTRACT_KEYS
+        _regular(info, n_actions)
         assert info["progress"] == np.sign(before - info["distance"])
         assert (info["distance"] == 0) == bool(terminated)
         assert info["difficulty"] == 0.5
@@ -105,7 +123,7 @@ def test_info_contract(env_id: str) -> None:
             assert reward == (1.0 if info["is_success"] else 0.0)
             obs, info = env.reset()
         else:
-            assert "is_success" not in info and "outcome" not in info and reward == 0.0
+            assert info["is_success"] is False and info["outcome"] == 0 and reward == 0.0
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
@@ -233,7 +251,7 @@ def test_any_action_sequence_keeps_the_contract(env_id, seed, difficulty, obs_mo
     assert obs in env.observation_space
     for pick in picks:
         action = pick if pick < 0 else pick % (n + 2)  # in range mostly, a few out of range
-        oracle, tokens = info["oracle_actions"], env._tokens()
+        oracle, tokens = np.flatnonzero(info["oracle_mask"]).tolist(), env._tokens()
         if not 0 <= action < n:
             with pytest.raises(ValueError, match=f"got {action}"):
                 env.step(action)
@@ -246,7 +264,7 @@ def test_any_action_sequence_keeps_the_contract(env_id, seed, difficulty, obs_mo
             assert env._tokens() != tokens
         if info["invalid_action"] or action == env.noop_action:
             assert info["progress"] == 0 and env._tokens() == tokens
-        assert terminated or truncated or info["oracle_actions"]
+        assert terminated or truncated or np.flatnonzero(info["oracle_mask"]).tolist()
         if terminated or truncated:
             assert info["outcome"] == (1 if terminated else -1)
             obs, info = env.reset()

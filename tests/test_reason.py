@@ -148,7 +148,11 @@ def test_wrong_writes_are_rejected_and_recoverable() -> None:
     right, optimal = base._strings[0], info["optimal_len"]
     wrong = next(c for c in base._allowed if c != right)
     text, _, _, _, info = env.step("0123456789".index(wrong))
-    assert f"Writing: {wrong}_" in text and info["progress"] == -1 and info["oracle_actions"] == [ERASE]
+    assert (
+        f"Writing: {wrong}_" in text
+        and info["progress"] == -1
+        and np.flatnonzero(info["oracle_mask"]).tolist() == [ERASE]
+    )
     text, reward, terminated, _, info = env.step(WRITE_)
     assert "(rejected)" in text and info["progress"] == 0 and not terminated and reward == 0.0
     assert not info["action_mask"][:10].any()  # the buffer is full: erase it first
@@ -156,7 +160,7 @@ def test_wrong_writes_are_rejected_and_recoverable() -> None:
     assert text.endswith("Writing: _") and info["progress"] == 1
     assert base._distance() == optimal
     for _ in range(optimal):
-        text, reward, terminated, _, info = env.step(info["oracle_actions"][0])
+        text, reward, terminated, _, info = env.step(np.flatnonzero(info["oracle_mask"]).tolist()[0])
     assert terminated and reward == 1.0 and f"=> {right}" in text
 
 
@@ -167,7 +171,7 @@ def test_transcript_example_at_low_difficulty() -> None:
     assert text.startswith(f"Task: evaluate {a} + {b} step by step.") and "s1: " in text
     assert info["optimal_len"] == 2 and info["step_budget"] == 16
     assert sum(info["action_mask"][:10]) == 3  # three admissible digits at d=0
-    text, *_, info = env.step(info["oracle_actions"][0])
+    text, *_, info = env.step(np.flatnonzero(info["oracle_mask"]).tolist()[0])
     assert f"Writing: {a + b}_" in text
     text, reward, terminated, _, info = env.step(WRITE_)
     assert terminated and reward > 0 and info["is_success"] and f"s1: {a} + {b}  => {a + b}" in text
@@ -179,7 +183,7 @@ def test_worksheet_shows_the_work_so_far() -> None:
     for env in _tasks(0.75, range(40), obs_mode="text"):
         rng = np.random.default_rng(0)
         before = env._text()
-        info = {"oracle_actions": env._oracle_actions()}
+        info = {"oracle_mask": env.oracle_mask()}
         while not env._written[0] or env._buffer:
             _, _, _, _, info = env.step(oracle_agent(None, info, rng))
         after, value = env._text(), env._rows[0].value
@@ -199,7 +203,7 @@ def test_text_and_tokens_describe_the_same_state() -> None:
     rng = np.random.default_rng(1)
     for env in _tasks(1.0, range(30), obs_mode="text"):
         obs = {"action_mask": env._mask}
-        info = {"action_mask": env._mask, "oracle_actions": env._oracle_actions()}
+        info = {"action_mask": env._mask, "oracle_mask": env.oracle_mask()}
         for _ in range(rng.integers(0, 25)):
             action = oracle_agent(obs, info, rng) if rng.random() < 0.7 else random_agent(obs, info, rng)
             _, _, terminated, truncated, info = env.step(action)
@@ -233,7 +237,7 @@ def test_rgb_array_render_shows_the_rows() -> None:
     assert frame.dtype == np.uint8 and frame.ndim == 3 and frame.shape[2] == 3
     assert (frame == (230, 200, 40)).all(axis=2).any()  # a ready row
     for _ in range(info["optimal_len"] // 2):
-        _, _, _, _, info = env.step(info["oracle_actions"][0])
+        _, _, _, _, info = env.step(np.flatnonzero(info["oracle_mask"]).tolist()[0])
     assert (env.render() == (60, 180, 80)).all(axis=2).any()  # a done row
     ansi = gym.make("RLA-Reason-v0", render_mode="ansi", obs_mode="text")
     text, _ = ansi.reset(seed=0)

@@ -94,7 +94,7 @@ def test_same_step_autoreset_reports_the_last_step_as_gymnasium_does(env_id: str
             final_b = info_b["final_obs"]
             tokens_b = final_b["tokens"][i] if isinstance(final_b, dict) else final_b[i]["tokens"]
             assert np.array_equal(info_a["final_obs"][i]["tokens"], tokens_b)
-            for key in ("task_id", "outcome", "is_success", "distance", "progress"):
+            for key in ("task_key", "outcome", "is_success", "distance", "progress"):
                 assert info_a["final_info"][key][i] == info_b["final_info"][key][i], key
             finals += 1
     assert finals >= 5
@@ -130,7 +130,7 @@ def test_make_vec_modes_kwargs_text_obs_and_bad_input() -> None:
 def test_oracle_info_off_drops_the_oracle_key_only() -> None:
     envs = gym.make_vec("RLA-TextNav-v0", num_envs=2, oracle_info=False)
     _, info = envs.reset(seed=0)
-    assert "oracle_actions" not in info and info["_distance"].all()
+    assert "oracle_mask" not in info and info["_distance"].all()
 
 
 def test_sb3_adapter_gives_what_dummy_vec_env_gives() -> None:
@@ -148,13 +148,13 @@ def test_sb3_adapter_gives_what_dummy_vec_env_gives() -> None:
         obs_b, r_b, d_b, infos_b = theirs.step(actions)
         assert _same(obs_a, obs_b) and np.array_equal(r_a, r_b) and np.array_equal(d_a, d_b)
         for i in range(3):
-            for key in ("task_id", "progress", "distance", "outcome", "TimeLimit.truncated"):
+            for key in ("task_key", "progress", "distance", "outcome", "TimeLimit.truncated"):
                 assert infos_a[i].get(key) == infos_b[i].get(key), key
             if d_a[i]:
                 dones += 1
                 assert np.array_equal(infos_a[i]["terminal_observation"]["tokens"],
                                       infos_b[i]["terminal_observation"]["tokens"])  # fmt: skip
-                assert ours.reset_infos[i]["task_id"] == theirs.reset_infos[i]["task_id"]
+                assert ours.reset_infos[i]["task_key"] == theirs.reset_infos[i]["task_key"]
     assert dones >= 5
     assert ours.env_method("set_task", Task("RLA-Household-v0", 0.0, 1), indices=[1]) == [None]
     assert ours.get_attr("pinned_task", indices=1)[0].seed == 1

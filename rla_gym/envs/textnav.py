@@ -139,9 +139,9 @@ class TextNavEnv(RLAEnv):
     Exact: the house is a tree, so the optimal cost of any state follows from
     edge bitmasks (moves, doors still closed on the route, the key detour and
     inventory drops) in O(1) per state, memoised per episode.
-    ``info["oracle_actions"]`` lists every command that lowers the optimal
+    ``info["oracle_mask"]`` marks every command that lowers the optimal
     distance by one, ``info["progress"]`` is +1 / 0 / -1 by that distance, and
-    ``info["optimal_len"]`` at reset is the optimal solution length.
+    ``info["optimal_len"]`` is the optimal solution length from the episode's start.
 
     ## Version history
     - v0: initial release.

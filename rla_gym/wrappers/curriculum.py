@@ -73,8 +73,10 @@ class CurriculumWrapper(gym.Wrapper[Any, Any, Any, Any]):
         task = self.curriculum.next_task(self.slot)
         self.env.unwrapped.set_task(task)  # type: ignore[attr-defined]
         obs, info = self.env.reset(seed=seed, options=options)
-        if info["task_id"] != task.task_id:
-            raise RuntimeError(f"the env ran task {info['task_id']}, not the assigned {task.task_id}")
+        if info["task_key"] != task.key:
+            raise RuntimeError(
+                f"the env ran task key {info['task_key']}, not the assigned {task} (key {task.key})"
+            )
         self._task, self._return, self._length = task, 0.0, 0
         self._begin(obs)
         return obs, info

@@ -110,11 +110,12 @@ class CurriculumVectorWrapper(VectorWrapper):
         env.set_attr("pinned_task", list(tasks))
 
     def _check(self, info: dict[str, Any], indices: Any) -> None:
-        ran = info["task_id"]
+        ran = info["task_key"]
         for i in indices:
-            if ran[i] != self.running[i].task_id:
+            if ran[i] != self.running[i].key:
                 raise RuntimeError(
-                    f"sub-env {i} ran task {ran[i]}, not the assigned {self.running[i].task_id}"
+                    f"sub-env {i} ran task key {ran[i]}, not the assigned {self.running[i]} "
+                    f"(key {self.running[i].key})"
                 )
 
     def metrics(self) -> dict[str, float]:

@@ -107,7 +107,7 @@ class GUIEnv(GUIObservation, GUIOracle, RLAEnv):
     dialog open it is the best of Cancel, or fixing any subset of its wrong pending
     settings then OK, each followed by the closed-menu cost (dialogs that apply at
     once need no OK, only a close before the next dialog). Memoised per episode;
-    tested against brute-force BFS. ``info["oracle_actions"]`` lists every command
+    tested against brute-force BFS. ``info["oracle_mask"]`` marks every command
     that lowers it by one.
 
     ## Version history

@@ -113,11 +113,11 @@ class ReasonEnv(RLAEnv):
     rows can be written in any order their dependencies allow, and only the buffer
     carries over between rows. So the distance is the cost of the rows left plus
     ``min over ready rows r of len(buffer) - 2 * common_prefix(buffer, value_r)``
-    (erase to the shared prefix, type the rest); ``info["oracle_actions"]`` lists
+    (erase to the shared prefix, type the rest); ``info["oracle_mask"]`` marks
     every command that lowers it by one (write a finished value, type the next
     character of a ready value, or erase a buffer that starts none).
     ``info["progress"]`` is +1 / 0 / -1 by that distance, and ``info["optimal_len"]``
-    at reset is the optimal solution length.
+    is the optimal solution length from the episode's start.
 
     ## Version history
     - v0: initial release.
