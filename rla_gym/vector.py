@@ -99,6 +99,11 @@ class RLAVectorEnv(VectorEnv):
         self._autoreset = np.zeros(n, dtype=bool)
         self._started = False
 
+    @property
+    def autoreset_mode(self) -> AutoresetMode:
+        """NEXT_STEP or SAME_STEP, as in ``metadata["autoreset_mode"]`` (``SyncVectorEnv`` has it too)."""
+        return AutoresetMode(self.metadata["autoreset_mode"])
+
     # ------------------------------------------------------------------ tasks
     def set_tasks(self, tasks: Sequence[Task | None]) -> None:
         """Pin one task per sub-env (None unpins) from its next reset on."""

@@ -159,3 +159,18 @@ def test_sb3_adapter_gives_what_dummy_vec_env_gives() -> None:
     assert ours.env_method("set_task", Task("RLA-Household-v0", 0.0, 1), indices=[1]) == [None]
     assert ours.get_attr("pinned_task", indices=1)[0].seed == 1
     assert np.stack(ours.env_method("action_masks")).shape == (3, ours.action_space.n)
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+def test_the_curriculum_adapter_declares_the_autoreset_mode(mode: AutoresetMode) -> None:
+    from rla_gym.curricula import FixedCurriculum
+    from rla_gym.wrappers import CurriculumVectorWrapper
+
+    base = gym.make_vec("RLA-TextNav-v0", num_envs=2, autoreset_mode=mode)
+    assert base.autoreset_mode == mode
+    envs = CurriculumVectorWrapper(base, FixedCurriculum("RLA-TextNav-v0", 0.2))
+    assert envs.autoreset_mode == mode
+
+    stats = gym.wrappers.vector.RecordEpisodeStatistics(base)  # Gymnasium's vector wrappers hide set_attr
+    with pytest.raises(TypeError, match="wrap the vector env itself"):
+        CurriculumVectorWrapper(stats, FixedCurriculum("RLA-TextNav-v0", 0.2))

@@ -41,7 +41,10 @@ class CurriculumVectorWrapper(VectorWrapper):
         if mode not in (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP):
             raise ValueError(f"autoreset_mode must be NEXT_STEP or SAME_STEP, got {mode!r}")
         if not hasattr(env, "set_attr"):
-            raise TypeError(f"CurriculumVectorWrapper needs a vector env with set_attr, got {env!r}")
+            raise TypeError(
+                "CurriculumVectorWrapper pins each sub-env's next task with set_attr: wrap the vector env "
+                f"itself (gym.make_vec(...)) or a vector wrapper that keeps set_attr, got {env!r}"
+            )
         self.same_step = mode == AutoresetMode.SAME_STEP
         self.curriculum = curriculum
         n = env.num_envs
@@ -50,6 +53,11 @@ class CurriculumVectorWrapper(VectorWrapper):
         self._returns = np.zeros(n)
         self._lengths = np.zeros(n, dtype=np.int64)
         self._restart = np.zeros(n, dtype=bool)  # NEXT_STEP: these sub-envs reset on the next step
+
+    @property
+    def autoreset_mode(self) -> AutoresetMode:
+        """The wrapped env's autoreset mode (NEXT_STEP or SAME_STEP), as TorchRL and others read it."""
+        return AutoresetMode.SAME_STEP if self.same_step else AutoresetMode.NEXT_STEP
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
