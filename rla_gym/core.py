@@ -225,8 +225,8 @@ class RLAEnv(gym.Env[Any, np.int64]):
         success, truncated, invalid, progress = self._advance(self._check_action(action))
         info = self._info(invalid, progress)
         if success or truncated:
-            info["is_success"] = success
-            info["outcome"] = 1 if success else -1
+            info["is_success"] = np.bool_(success)
+            info["outcome"] = np.int64(1 if success else -1)
         return self._observation(), 1.0 if success else 0.0, success, truncated, info
 
     def _begin(self) -> None:
@@ -315,22 +315,23 @@ class RLAEnv(gym.Env[Any, np.int64]):
         return mask
 
     def _info(self, invalid: bool, progress: int) -> dict[str, Any]:
-        """The info of every step: the same keys with the same types at reset and at every step
-        (``is_success`` False and ``outcome`` 0 until the last step sets them)."""
+        """The info of every step: the same keys with the same numpy types at reset and at every
+        step (``is_success`` False and ``outcome`` 0 until the last step sets them), so that
+        array-based readers (Gymnasium's vector envs, TorchRL) take it as it is."""
         assert self._task is not None
         return {
-            "difficulty": self._task.difficulty,
-            "task_key": self._task.key,
-            "task_seed": self._task.seed,
+            "difficulty": np.float64(self._task.difficulty),
+            "task_key": np.int64(self._task.key),
+            "task_seed": np.int64(self._task.seed),
             "action_mask": self._mask.copy(),
-            "invalid_action": invalid,
+            "invalid_action": np.bool_(invalid),
             "oracle_mask": self.oracle_mask(),
-            "progress": progress,
-            "distance": self._last_distance,
-            "optimal_len": self._optimal_len,
-            "step_budget": self._budget,
-            "is_success": False,
-            "outcome": 0,
+            "progress": np.int64(progress),
+            "distance": np.int64(self._last_distance),
+            "optimal_len": np.int64(self._optimal_len),
+            "step_budget": np.int64(self._budget),
+            "is_success": np.bool_(False),
+            "outcome": np.int64(0),
         }
 
     def _observation(self) -> Any:

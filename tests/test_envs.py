@@ -18,11 +18,11 @@ from stable_baselines3.common.env_util import make_vec_env
 
 from rla_gym.evaluation import heldout_seeds, oracle_agent, random_agent
 
-#: Every key with its type, the same at reset and at every step (numpy arrays: int8 of n_actions).
+#: Every key with its numpy type, the same at reset and at every step (arrays: int8 of n_actions).
 CONTRACT_TYPES = {
-    "difficulty": float, "task_key": int, "task_seed": int, "action_mask": np.ndarray, "invalid_action": bool,
-    "oracle_mask": np.ndarray, "progress": int, "distance": int, "optimal_len": int, "step_budget": int,
-    "is_success": bool, "outcome": int,
+    "difficulty": np.float64, "task_key": np.int64, "task_seed": np.int64, "action_mask": np.ndarray,
+    "invalid_action": np.bool_, "oracle_mask": np.ndarray, "progress": np.int64, "distance": np.int64,
+    "optimal_len": np.int64, "step_budget": np.int64, "is_success": np.bool_, "outcome": np.int64,
 }  # fmt: skip
 CONTRACT_KEYS = set(CONTRACT_TYPES)
 
@@ -123,7 +123,7 @@ def test_info_contract(env_id: str) -> None:
             assert reward == (1.0 if info["is_success"] else 0.0)
             obs, info = env.reset()
         else:
-            assert info["is_success"] is False and info["outcome"] == 0 and reward == 0.0
+            assert not info["is_success"] and info["outcome"] == 0 and reward == 0.0
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])

@@ -50,7 +50,7 @@ class CurriculumWrapper(gym.Wrapper[Any, Any, Any, Any]):
         >>> from rla_gym.curricula import SuccessBandCurriculum
         >>> env = CurriculumWrapper(gym.make("RLA-TextNav-v0"), SuccessBandCurriculum("RLA-TextNav-v0"))
         >>> obs, info = env.reset(seed=0)
-        >>> info["difficulty"]
+        >>> float(info["difficulty"])
         0.0
     """
 
@@ -120,7 +120,7 @@ class AdaptiveDifficultyWrapper(CurriculumWrapper):
         >>> env = AdaptiveDifficultyWrapper(gym.make("RLA-TextNav-v0", difficulty=0.7), interval=8,
         ...                                 predict_outcome=lambda trajectory: 0.5)
         >>> obs, info = env.reset(seed=0)
-        >>> info["difficulty"]  # the env's own difficulty, which lies within bounds
+        >>> float(info["difficulty"])  # the env's own difficulty, which lies within bounds
         0.7
     """
 
