@@ -8,6 +8,7 @@ from rla_gym.curricula.fixed import FixedCurriculum, UniformCurriculum
 from rla_gym.curricula.learnability import LearnabilityCurriculum
 from rla_gym.curricula.learning_progress import LearningProgressCurriculum
 from rla_gym.curricula.plr import PrioritizedLevelReplay
+from rla_gym.curricula.remote import CurriculumServer, RemoteCurriculum, serve_curriculum
 from rla_gym.curricula.rm_balance import RewardModelBalanceCurriculum
 from rla_gym.curricula.simulated import SimulatedLearner, SimulatedRewardModel, Simulation, simulate
 from rla_gym.curricula.success_band import SuccessBandCurriculum
@@ -28,12 +29,14 @@ CURRICULA: dict[str, type[Curriculum]] = {
 __all__ = [
     "CURRICULA",
     "Curriculum",
+    "CurriculumServer",
     "EpisodeResult",
     "FixedCurriculum",
     "FreshTaskPoolCurriculum",
     "LearnabilityCurriculum",
     "LearningProgressCurriculum",
     "PrioritizedLevelReplay",
+    "RemoteCurriculum",
     "RewardModelBalanceCurriculum",
     "SimulatedLearner",
     "SimulatedRewardModel",
@@ -41,5 +44,6 @@ __all__ = [
     "SuccessBandCurriculum",
     "TaskPoolCurriculum",
     "UniformCurriculum",
+    "serve_curriculum",
     "simulate",
 ]
