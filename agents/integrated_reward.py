@@ -99,6 +99,9 @@ class ProcessRewardWrapper(gym.Wrapper[Any, Any, Any, Any]):
         (3,)
     """
 
+    #: Tells ``AdaptiveDifficultyWrapper`` that the last step's info holds the RM's prediction.
+    writes_rm_outcome_prediction = True
+
     def __init__(
         self, env: gym.Env[Any, Any], prm: ProcessRewardModel, *, lam: float = 1.0, m: int = 3, seed: int = 0
     ) -> None:

@@ -26,6 +26,8 @@ ENV = "RLA-TextNav-v0"
 class PredictionInInfo(gym.Wrapper):
     """Stands in for the reward-model wrapper: a fixed predicted outcome at the last step."""
 
+    writes_rm_outcome_prediction = True
+
     def __init__(self, env: gym.Env, prediction: float) -> None:
         super().__init__(env)
         self.prediction = prediction
@@ -121,16 +123,22 @@ def test_predict_outcome_sees_the_whole_trajectory() -> None:
             assert after is before  # consecutive steps chain
 
 
+class LiesAboutPredictions(gym.Wrapper):
+    writes_rm_outcome_prediction = True
+
+
 def test_missing_or_bad_predictions_are_clear_errors() -> None:
-    env = AdaptiveDifficultyWrapper(gym.make(ENV))
-    obs, info = env.reset(seed=0)
     with pytest.raises(ValueError, match="needs info\\['rm_outcome_prediction'\\]"):
-        _play(env, random_agent, 1)
+        AdaptiveDifficultyWrapper(gym.make(ENV))  # fails at construction, not at the first episode end
+    env = AdaptiveDifficultyWrapper(LiesAboutPredictions(gym.make(ENV)))
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="needs info\\['rm_outcome_prediction'\\]"):
+        _play(env, random_agent, 1)  # a wrapper that declares it but writes none: caught at the end
     env = AdaptiveDifficultyWrapper(gym.make(ENV), predict_outcome=lambda t: 2.0)
     with pytest.raises(ValueError, match="must return a number in \\[-1, 1\\], got 2.0"):
         _play(env, random_agent, 1)
     with pytest.raises(ValueError, match="bounds\\[0\\] must be < bounds\\[1\\]"):
-        AdaptiveDifficultyWrapper(gym.make(ENV), bounds=(0.9, 0.1))
+        AdaptiveDifficultyWrapper(gym.make(ENV), bounds=(0.9, 0.1), predict_outcome=lambda t: 0.0)
 
 
 def test_curriculum_wrapper_reports_metrics_and_follows_the_curriculum() -> None:

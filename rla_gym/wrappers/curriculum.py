@@ -103,6 +103,15 @@ class CurriculumWrapper(gym.Wrapper[Any, Any, Any, Any]):
         return episode_result(task, info, self._return, self._length)
 
 
+def _writes_outcome_prediction(env: gym.Env[Any, Any]) -> bool:
+    """Whether a wrapper in ``env``'s stack declares ``writes_rm_outcome_prediction``."""
+    while isinstance(env, gym.Wrapper):
+        if getattr(type(env), "writes_rm_outcome_prediction", False):
+            return True
+        env = env.env
+    return False
+
+
 class AdaptiveDifficultyWrapper(CurriculumWrapper):
     """Retunes difficulty from reward-model error balance (:class:`RewardModelBalanceCurriculum`).
 
@@ -141,6 +150,13 @@ class AdaptiveDifficultyWrapper(CurriculumWrapper):
         base = env.unwrapped
         if not isinstance(base, RLAEnv):
             raise TypeError(f"AdaptiveDifficultyWrapper needs an rla_gym env, got {base!r}")
+        if predict_outcome is None and not _writes_outcome_prediction(env):
+            raise ValueError(
+                "AdaptiveDifficultyWrapper needs info['rm_outcome_prediction'] at each episode's last "
+                "step: wrap the env with a reward-model wrapper first (agents.integrated_reward."
+                "ProcessRewardWrapper, or a wrapper whose class sets writes_rm_outcome_prediction = True) "
+                "or pass predict_outcome="
+            )
         if start is None:
             low, high = check_band(*bounds, ("bounds[0]", "bounds[1]"))
             start = base.difficulty if low <= base.difficulty <= high else low
