@@ -18,12 +18,12 @@ import os
 import platform
 import tempfile
 import time
+import tomllib
 import traceback
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import tomllib
 
 from agents.loop import ALGOS, MODES, LoopSettings, described, validate_settings
 from rla_gym.core import HELDOUT_SEED_START, check_difficulty
@@ -128,11 +128,24 @@ def read_settings_file(path: str | Path, cls: type = BenchSettings) -> dict[str,
     """The settings in a TOML (``.toml``) or JSON file, checked against the fields of ``cls``."""
     path = Path(path)
     text = path.read_text()
-    values = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    try:
+        values = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(
+            f"{path} is not valid {'TOML' if path.suffix == '.toml' else 'JSON'}: {error}"
+        ) from error
+    if not isinstance(values, dict):
+        raise ValueError(f"{path} must hold a table of settings, got {type(values).__name__}")
     fields = {f.name for f in dataclasses.fields(cls)} - {"config"}
     unknown = sorted(set(values) - fields)
     if unknown:
         raise ValueError(f"unknown settings in {path}: {unknown}")
+    tuples = {f.name for f in dataclasses.fields(cls) if "tuple" in str(f.type)}
+    for key in tuples & set(values):
+        if isinstance(values[key], str):  # envs = "RLA-TextNav-v0" would be read letter by letter
+            raise ValueError(
+                f"{key} in {path} must be a list, e.g. {key} = [{values[key]!r}], got {values[key]!r}"
+            )
     return {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
 
 

@@ -166,6 +166,14 @@ def test_config_file_fills_settings_and_flags_win(tmp_path: Path) -> None:
     config.write_text("seeds = 2\nspeed = 3\n")
     with pytest.raises(ValueError, match="unknown settings .*'speed'"):
         load_config(BenchSettings(config=str(config)))
+    config.write_text("seeds = [2\n")
+    with pytest.raises(ValueError, match=r"bench.toml is not valid TOML"):
+        load_config(BenchSettings(config=str(config)))
+    config.write_text('envs = "RLA-TextNav-v0"\n')
+    with pytest.raises(
+        ValueError, match=r"envs in .*bench.toml must be a list, e.g. envs = \['RLA-TextNav-v0'\]"
+    ):
+        load_config(BenchSettings(config=str(config)))
 
 
 TINY = ["--steps", "1024", "--eval-every", "512", "--eval-episodes", "4", "--n-envs", "2", "--n-steps", "256"]
