@@ -537,9 +537,16 @@ def validate_settings(settings: LoopSettings) -> None:
         raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:N]', got {settings.device!r}") from error
     if device is not None and device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {settings.device!r} asked for, but CUDA is not available here")
-    env = gym.make(settings.env)  # an unknown id raises gymnasium's NameNotFound
+    from rla_gym import ENV_IDS
+
+    try:
+        env = gym.make(settings.env)
+    except gym.error.Error as error:  # NameNotFound, VersionNotFound, ...
+        raise ValueError(f"unknown env id {settings.env!r}; the rla-gym ids are {sorted(ENV_IDS)}") from error
     if not isinstance(env.unwrapped, RLAEnv):
-        raise ValueError(f"{settings.env!r} is not an rla-gym environment")
+        raise ValueError(
+            f"{settings.env!r} is not an rla-gym environment; the rla-gym ids are {sorted(ENV_IDS)}"
+        )
 
 
 def _algorithm(settings: LoopSettings, venv: VecEnv) -> Any:

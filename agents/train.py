@@ -216,6 +216,8 @@ def train(settings: TrainSettings) -> dict[str, Any]:
             raise ValueError(f"--resume with settings that differ from the run in {out}: {differ}")
     elif checkpoint.exists():  # a directory without a checkpoint is a run that never got going
         raise ValueError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
+    elif out.exists() and any(out.iterdir()) and not (out / "settings.json").exists():
+        raise ValueError(f"{out} is a non-empty directory that is not an rla train run; choose another --out")
     validate_settings(LoopSettings(**_loop_fields(settings)))  # before anything is written
     out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(1)

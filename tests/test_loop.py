@@ -440,3 +440,10 @@ def test_bad_training_path_settings_are_named() -> None:
         build_loop(LoopSettings(algo="ppo", n_epochs=0))
     with pytest.raises(ValueError, match="ent_coef must be a finite number >= 0, got -0.1"):
         build_loop(LoopSettings(algo="ppo", ent_coef=-0.1))
+
+
+def test_an_unknown_env_id_lists_the_suites_ids() -> None:
+    with pytest.raises(ValueError, match=r"unknown env id 'Nope-v0'; the rla-gym ids are \['RLA-GUI-v0'"):
+        build_loop(LoopSettings(env="Nope-v0"))
+    with pytest.raises(ValueError, match="'CartPole-v1' is not an rla-gym environment; the rla-gym ids are"):
+        build_loop(LoopSettings(env="CartPole-v1"))

@@ -107,6 +107,16 @@ def test_periodic_checkpoints_include_the_rollouts_update(tmp_path: Path, monkey
     assert seen and all(updates == steps // 512 * 10 for steps, updates in seen), seen
 
 
+def test_a_directory_that_is_not_a_run_is_never_written_to(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "progress.csv").write_text("the user's own file\n")
+    assert main(["train", "--steps", "512", "--out", str(out), *PPO_FAST]) == 2
+    assert "non-empty directory that is not an rla train run" in capsys.readouterr().err
+    assert [p.name for p in out.iterdir()] == ["progress.csv"]
+    assert (out / "progress.csv").read_text() == "the user's own file\n"
+
+
 def test_refusals_never_touch_an_existing_run(tmp_path: Path, capsys) -> None:
     out = tmp_path / "run"
     assert main(["train", "--steps", "512", "--out", str(out), *PPO_FAST]) == 0
