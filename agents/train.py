@@ -9,6 +9,7 @@ and renamed into place, so a crash never leaves a half-written checkpoint.
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
 import os
@@ -22,7 +23,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
-from stable_baselines3.common.logger import configure
+from stable_baselines3.common.logger import CSVOutputFormat, Logger, make_output_format
 
 from agents.loop import LoopSettings, RLAnythingCallback, build_loop, described, validate_settings
 from agents.trajectories import Trajectory
@@ -191,6 +192,50 @@ class CheckpointCallback(BaseCallback):
             self._bar.close()
 
 
+class ResumableCSVOutputFormat(CSVOutputFormat):
+    """SB3's CSV log, but a resumed run keeps its earlier rows.
+
+    With ``keep_until`` (the checkpoint's step count) the rows logged up to that step stay and
+    the rows past it, which the resumed run trains again, go; new rows follow. Without it the
+    file starts empty, as SB3's does.
+    """
+
+    def __init__(self, filename: str, keep_until: int | None = None) -> None:
+        kept: list[dict[str, str]] = []
+        header: list[str] = []
+        if keep_until is not None and os.path.exists(filename):
+            with open(filename, newline="") as f:
+                reader = csv.DictReader(f)
+                header = list(reader.fieldnames or [])
+                kept = [row for row in reader if float(row.get("time/total_timesteps") or 0) <= keep_until]
+        super().__init__(filename)
+        if header:
+            self.keys = header
+            writer = csv.writer(self.file, lineterminator="\n")
+            writer.writerow(header)
+            writer.writerows([[row.get(key, "") for key in header] for row in kept])
+            self.file.flush()
+
+
+def _write_text_atomic(path: Path, text: str) -> None:
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w") as f:
+            f.write(text)
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+
+
+def _record_resume(path: Path, settings: TrainSettings, at: int) -> None:
+    """settings.json gets the new step target and a record of the resume."""
+    saved = json.loads(path.read_text()) if path.exists() else dataclasses.asdict(settings)
+    saved["resumes"] = [*saved.get("resumes", []), {"at_step": at, "steps": settings.steps}]
+    saved["steps"] = settings.steps
+    _write_text_atomic(path, json.dumps(saved, indent=2) + "\n")
+
+
 def _loop_fields(settings: TrainSettings) -> dict[str, Any]:
     return {f.name: getattr(settings, f.name) for f in dataclasses.fields(LoopSettings)}
 
@@ -224,16 +269,19 @@ def train(settings: TrainSettings) -> dict[str, Any]:
     model, loop = build_loop(LoopSettings(**_loop_fields(settings)))
     if settings.resume:
         _restore(payload, model, loop)
+        _record_resume(out / "settings.json", settings, int(payload["num_timesteps"]))
     else:
-        (out / "settings.json").write_text(json.dumps(dataclasses.asdict(settings), indent=2) + "\n")
-    formats = ["csv"]
+        _write_text_atomic(out / "settings.json", json.dumps(dataclasses.asdict(settings), indent=2) + "\n")
+    # a resumed run keeps its log up to the checkpoint: rows past it were trained again
+    keep = int(payload["num_timesteps"]) if settings.resume else None
+    outputs: list[Any] = [ResumableCSVOutputFormat(str(out / "progress.csv"), keep_until=keep)]
     try:
         import tensorboard  # noqa: F401
     except ImportError:
         pass
     else:
-        formats.append("tensorboard")
-    model.set_logger(configure(str(out), formats))
+        outputs.append(make_output_format("tensorboard", str(out)))
+    model.set_logger(Logger(str(out), outputs))
     saver = CheckpointCallback(checkpoint, settings, loop, settings.checkpoint_every, settings.steps)
     remaining = settings.steps - model.num_timesteps
     if remaining > 0:

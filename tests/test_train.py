@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 import sys
@@ -61,6 +62,9 @@ def test_killed_training_resumes_from_its_last_checkpoint(tmp_path: Path) -> Non
     assert len(final["history"]) > len(saved["history"])
     assert final["curriculum"]["episodes"] > saved["curriculum"]["episodes"]
     assert (out / "results.json").exists()
+    steps = _logged_steps(out)  # the whole curve: the killed run's rows up to its checkpoint, then the rest
+    assert steps == sorted(set(steps)) and steps[0] < 2000 and steps[-1] >= 8192
+    assert len(steps) == len(final["history"])  # one row per round, none lost and none twice
 
 
 def test_resume_in_process_restores_state(tmp_path: Path) -> None:
@@ -79,6 +83,15 @@ def test_resume_in_process_restores_state(tmp_path: Path) -> None:
     assert second["curriculum"]["episodes"] > first["curriculum"]["episodes"]
     # PPO trains 10 epochs x (512 / 512) minibatches per 512-step rollout: the saved policy has seen them all
     assert (first["n_updates"], second["n_updates"]) == (20, 40)
+    # the log keeps the first run's rows and adds the resumed ones, each step once
+    assert _logged_steps(tmp_path / "r") == [512, 1024, 1536, 2048]
+    saved = json.loads((tmp_path / "r" / "settings.json").read_text())
+    assert saved["steps"] == 2048 and saved["resumes"] == [{"at_step": 1024, "steps": 2048}]
+
+
+def _logged_steps(out: Path) -> list[int]:
+    with open(out / "progress.csv") as f:
+        return [int(float(row["time/total_timesteps"])) for row in csv.DictReader(f)]
 
 
 def test_periodic_checkpoints_include_the_rollouts_update(tmp_path: Path, monkeypatch) -> None:
