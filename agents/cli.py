@@ -82,7 +82,8 @@ def play(settings: PlaySettings, read: Callable[[str], str] = input) -> bool:
         print("Commands: " + ", ".join(f"[{a}] {names[a]}" for a in admissible))
         try:
             answer = read("> ").strip().lower()
-        except EOFError:  # Ctrl-D or the end of piped input
+        except (EOFError, KeyboardInterrupt):  # Ctrl-D, Ctrl-C or the end of piped input
+            print()
             answer = "q"
         if answer in {"q", "quit"}:
             return False

@@ -119,7 +119,8 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     try:
         payload = torch.load(path, weights_only=True, map_location="cpu")
     except Exception as error:  # torch raises several types for unreadable files
-        raise ValueError(f"{path} is not a readable rla-gym checkpoint: {error}") from error
+        # torch's message suggests weights_only=False, which would run arbitrary code from the file
+        raise ValueError(f"{path} is not a readable rla-gym checkpoint ({type(error).__name__})") from error
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(f"{path} is not an rla-gym checkpoint (format {CHECKPOINT_FORMAT!r} expected)")
     return payload

@@ -49,6 +49,11 @@ def test_play_quits_cleanly_at_end_of_input() -> None:
 
     assert play(PlaySettings(seed=0), read=closed) is False
 
+    def interrupted(prompt: str) -> str:
+        raise KeyboardInterrupt
+
+    assert play(PlaySettings(seed=0), read=interrupted) is False  # Ctrl-C quits without a traceback
+
 
 def test_unparsable_cli_values_exit_with_usage() -> None:
     with pytest.raises(SystemExit):
