@@ -593,14 +593,8 @@ def curriculum_kwargs(name: str, max_difficulty: float) -> dict[str, Any]:
     from rla_gym.curricula import CURRICULA
 
     top = check_difficulty(max_difficulty, "max_difficulty")
-    if name == "uniform":
-        return {"low": 0.0, "high": top}
-    if name in ("success-band", "task-pool", "task-pool-fresh", "learning-progress"):
-        return {"bounds": (0.0, top)}
-    if name == "rm-balance":
+    if name == "rm-balance":  # its wrapper's default lower bound is 0.1
         return {"bounds": (min(0.1, top / 2), top)}
-    if name == "plr":  # its default score, the positive value loss, reads the trainer's buffer
-        return {"difficulty_range": (0.0, top)}
     if name in CURRICULA and "bounds" in inspect.signature(CURRICULA[name]).parameters:
         return {"bounds": (0.0, top)}
     return {}

@@ -55,7 +55,9 @@ def main() -> None:
         "RLA-TextNav-v0", n_envs=args.n_envs, seed=args.seed, env_kwargs={"difficulty": args.difficulty}
     )
     if args.train_from is not None:
-        curriculum = UniformCurriculum("RLA-TextNav-v0", args.train_from, args.difficulty, seed=args.seed)
+        curriculum = UniformCurriculum(
+            "RLA-TextNav-v0", bounds=(args.train_from, args.difficulty), seed=args.seed
+        )
         venv = CurriculumVecEnv(venv, curriculum)
     policy_kwargs: dict = {"features_extractor_kwargs": {"encoder": args.encoder}}
     if args.width is not None:

@@ -41,7 +41,7 @@ def test_fixed_and_uniform_draw_fresh_training_seeds() -> None:
     tasks = [fixed.next_task() for _ in range(100)]
     assert {t.difficulty for t in tasks} == {0.3} and len({t.seed for t in tasks}) == 100
     assert all(t.seed < 2**30 for t in tasks)  # never the held-out range
-    uniform = UniformCurriculum(ENV, 0.2, 0.6)
+    uniform = UniformCurriculum(ENV, bounds=(0.2, 0.6))
     ds = [uniform.next_task().difficulty for _ in range(500)]
     assert 0.2 <= min(ds) < 0.25 and 0.55 < max(ds) <= 0.6
 
@@ -321,7 +321,7 @@ BAD = [
     (LearningProgressCurriculum, {"ema_alpha": 0.0}, ValueError, "ema_alpha must be > 0"),
     (LearningProgressCurriculum, {"bounds": (0.5, 0.5)}, ValueError, "bounds\\[0\\] must be < bounds"),
     (TaskPoolCurriculum, {"start": 0.8, "bounds": (0.0, 0.5)}, ValueError, "start must lie within bounds"),
-    (UniformCurriculum, {"low": 0.7, "high": 0.3}, ValueError, "low must be < high"),
+    (UniformCurriculum, {"bounds": (0.7, 0.3)}, ValueError, "bounds\\[0\\] must be < bounds\\[1\\]"),
     (FixedCurriculum, {"difficulty": float("nan")}, ValueError, "difficulty must be in \\[0, 1\\], got nan"),
 ]
 

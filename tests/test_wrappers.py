@@ -183,7 +183,7 @@ class _Recorder(PrioritizedLevelReplay):
 
 
 def test_deferred_adapter_reports_each_episode_with_its_values_across_rollout_ends() -> None:
-    curriculum = _Recorder(ENV, difficulty_range=(0.0, 0.3), replay_prob=0.0)
+    curriculum = _Recorder(ENV, bounds=(0.0, 0.3), replay_prob=0.0)
     venv = CurriculumVecEnv(make_vec_env(ENV, n_envs=2, seed=0), curriculum)
     assert venv.defer_updates  # positive value loss needs the learner's values
     venv.reset()
@@ -232,7 +232,7 @@ def test_adapter_without_values_needed_updates_at_once_and_validates_defer_updat
 
 
 def test_ppo_scores_plr_levels_with_its_own_value_estimates(tmp_path) -> None:
-    curriculum = _Recorder(ENV, difficulty_range=(0.0, 0.3), buffer_size=16, seed=0)
+    curriculum = _Recorder(ENV, bounds=(0.0, 0.3), buffer_size=16, seed=0)
     venv = CurriculumVecEnv(make_vec_env(ENV, n_envs=2, seed=0), curriculum)
     model = PPO(
         "MultiInputPolicy",

@@ -27,17 +27,17 @@ class FixedCurriculum(Curriculum):
 
 
 class UniformCurriculum(Curriculum):
-    """Domain randomisation: difficulty ~ U(low, high) per episode.
+    """Domain randomisation: difficulty ~ U(bounds) per episode.
 
     Example:
-        >>> c = UniformCurriculum("RLA-TextNav-v0", 0.2, 0.4)
+        >>> c = UniformCurriculum("RLA-TextNav-v0", bounds=(0.2, 0.4))
         >>> 0.2 <= c.next_task().difficulty <= 0.4
         True
     """
 
-    def __init__(self, env_id: str, low: float = 0.0, high: float = 1.0, *, seed: int = 0) -> None:
+    def __init__(self, env_id: str, *, bounds: tuple[float, float] = (0.0, 1.0), seed: int = 0) -> None:
         super().__init__(env_id, seed=seed)
-        self.low, self.high = check_band(low, high, ("low", "high"))
+        self.low, self.high = check_band(*bounds, ("bounds[0]", "bounds[1]"))
 
     def next_task(self, slot: int = 0) -> Task:
         return self.new_task(float(self.rng.uniform(self.low, self.high)))

@@ -31,7 +31,7 @@ class PrioritizedLevelReplay(Curriculum):
     replayed with P = (1 - c) P_score + c P_stale, where P_score is proportional to
     (1 / rank)^(1 / temperature) and P_stale to the number of draws since the task was last
     drawn (c = ``staleness_coef``); otherwise a new task is drawn with difficulty
-    ~ U(``difficulty_range``). A finished episode sets its task's score (the latest one
+    ~ U(``bounds``). A finished episode sets its task's score (the latest one
     counts); a new task enters the buffer if there is room or if it beats the lowest score.
 
     Scores: ``"positive_value_loss"`` (default, mean max(GAE, 0), needs ``value_estimates``),
@@ -69,7 +69,7 @@ class PrioritizedLevelReplay(Curriculum):
         score: str = "positive_value_loss",
         gamma: float = 0.99,
         gae_lambda: float = 0.95,
-        difficulty_range: tuple[float, float] = (0.0, 1.0),
+        bounds: tuple[float, float] = (0.0, 1.0),
         robust: bool = True,
         seed: int = 0,
     ) -> None:
@@ -88,7 +88,7 @@ class PrioritizedLevelReplay(Curriculum):
         self.min_fill_ratio = check_difficulty(min_fill_ratio, "min_fill_ratio")
         self.gamma = check_difficulty(gamma, "gamma")
         self.gae_lambda = check_difficulty(gae_lambda, "gae_lambda")
-        self.low, self.high = check_band(*difficulty_range, ("difficulty_range[0]", "difficulty_range[1]"))
+        self.low, self.high = check_band(*bounds, ("bounds[0]", "bounds[1]"))
         self.levels: list[dict[str, Any]] = []  # task, score, last (clock at last draw), count
         self.clock = 0
 

@@ -29,7 +29,7 @@ class CurriculumVectorWrapper(VectorWrapper):
         >>> import gymnasium as gym, rla_gym
         >>> from rla_gym.curricula import UniformCurriculum
         >>> envs = CurriculumVectorWrapper(gym.make_vec("RLA-TextNav-v0", num_envs=2),
-        ...                                UniformCurriculum("RLA-TextNav-v0", 0.0, 0.5))
+        ...                                UniformCurriculum("RLA-TextNav-v0", bounds=(0.0, 0.5)))
         >>> obs, info = envs.reset(seed=0)
         >>> bool((info["difficulty"] <= 0.5).all())
         True
