@@ -137,8 +137,10 @@ def train_command(settings: Any) -> dict[str, Any]:
 
 def eval_command(settings: EvalSettings) -> list[dict[str, float]]:
     """Held-out success of a trained run."""
-    from agents.train import evaluate_both, load_run
-
+    try:
+        from agents.train import evaluate_both, load_run
+    except ImportError as error:
+        raise _needs_train_extra("eval") from error
     if settings.episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {settings.episodes}")
     model, run = load_run(settings.run)
@@ -160,25 +162,36 @@ def bench_command(settings: Any) -> dict[str, Any]:
     return summary
 
 
-def _bench_settings() -> type:
-    from agents.bench import BenchSettings
+def _needs_train_extra(command: str) -> ImportError:
+    return ImportError(f"rla {command} needs the torch side: pip install 'rla-gym[train]'")
 
+
+def _bench_settings() -> type:
+    try:
+        from agents.bench import BenchSettings
+    except ImportError as error:
+        raise _needs_train_extra("bench") from error
     return BenchSettings
 
 
 def _train_settings() -> type:
-    from agents.train import TrainSettings
-
+    try:
+        from agents.train import TrainSettings
+    except ImportError as error:
+        raise _needs_train_extra("train") from error
     return TrainSettings
 
 
-COMMANDS: dict[str, tuple[type, Callable[[Any], Any]]] = {
-    "demo": (DemoSettings, demo),
-    "play": (PlaySettings, play),
-    "train": (_train_settings(), train_command),
-    "eval": (EvalSettings, eval_command),
-    "bench": (_bench_settings(), bench_command),
-}
+#: name -> (one-line help, the settings class (imported when the command is used), the runner).
+#: ``train`` and ``bench`` need the torch side; ``demo`` and ``play`` never import it.
+COMMANDS: dict[str, tuple[str, Callable[[], type], Callable[[Any], Any]]] = {
+    "demo": (DemoSettings.__doc__ or "", lambda: DemoSettings, demo),
+    "play": (PlaySettings.__doc__ or "", lambda: PlaySettings, play),
+    "train": ("Run or resume the closed RLAnything loop, then evaluate it.", _train_settings, train_command),
+    "eval": (EvalSettings.__doc__ or "", lambda: EvalSettings, eval_command),
+    "bench": ("Benchmark loop modes and curriculum strategies over envs and seeds.", _bench_settings,
+              bench_command),
+}  # fmt: skip
 
 
 class _Flatten(argparse.Action):
@@ -219,35 +232,51 @@ def _add_settings(parser: argparse.ArgumentParser, settings: type, suppress: boo
         parser.add_argument(flag, **options)
 
 
-def build_parser(suppress_defaults: bool = False) -> argparse.ArgumentParser:
+def build_parser(suppress_defaults: bool = False, command: str | None = None) -> argparse.ArgumentParser:
     """The ``rla`` parser, one subcommand per entry of :data:`COMMANDS`.
 
-    ``suppress_defaults=True`` leaves options that were not given out of the namespace.
+    Only ``command``'s options are added (all commands' with ``None``), so a command imports
+    only what it needs. ``suppress_defaults=True`` leaves options that were not given out of
+    the namespace.
     """
     parser = argparse.ArgumentParser(prog="rla", description="rla-gym: adaptive-difficulty environments")
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, (settings, _) in COMMANDS.items():
-        subparser = sub.add_parser(name, help=settings.__doc__, description=settings.__doc__)
-        _add_settings(subparser, settings, suppress_defaults)
+    for name, (text, settings, _) in COMMANDS.items():
+        subparser = sub.add_parser(name, help=text, description=text)
+        if command is None or name == command:
+            _add_settings(subparser, settings(), suppress_defaults)
     return parser
+
+
+def _command_of(argv: Sequence[str]) -> str:
+    """The subcommand named in ``argv`` ("" when there is none, e.g. ``rla --help``)."""
+    return next((arg for arg in argv if arg in COMMANDS), "")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``rla`` console script."""
     import rla_gym  # noqa: F401  (registers the env ids)
 
-    args = vars(build_parser().parse_args(argv))
-    settings_cls, run = COMMANDS[args.pop("command")]
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = _command_of(argv)
+    try:
+        parser = build_parser(command=command)
+    except ImportError as error:  # the lean install: no torch side
+        print(f"rla: error: {error}", file=sys.stderr)
+        return 2
+    args = vars(parser.parse_args(argv))
+    _, settings_of, run = COMMANDS[args.pop("command")]
+    settings_cls = settings_of()
     fields = {f.name for f in dataclasses.fields(settings_cls)}
     kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in args.items() if k in fields}
     try:
         if kwargs.get("config"):  # defaults < the config file < flags given on the command line
             from agents.bench import load_config
 
-            given = set(vars(build_parser(suppress_defaults=True).parse_args(argv)))
+            given = set(vars(build_parser(suppress_defaults=True, command=command).parse_args(argv)))
             kwargs = dataclasses.asdict(load_config(settings_cls(**kwargs), given))
         run(settings_cls(**kwargs))
-    except (ValueError, TypeError, OSError, gym.error.Error) as error:
+    except (ValueError, TypeError, OSError, ImportError, gym.error.Error) as error:
         print(f"rla: error: {error}", file=sys.stderr)
         return 2
     return 0

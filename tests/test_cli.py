@@ -84,3 +84,15 @@ def test_console_script_runs() -> None:
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert "0.50" in result.stdout
+
+
+def test_demo_and_play_never_import_the_torch_side() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from agents.cli import main; "
+        "main(['demo', '--episodes', '1', '--difficulties', '0.1']); "
+        "assert not {'torch', 'stable_baselines3'} & set(sys.modules), sorted(sys.modules)"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, timeout=120)
