@@ -149,19 +149,20 @@ def test_curriculum_wrapper_reports_metrics_and_follows_the_curriculum() -> None
     assert finals[-1]["curriculum"]["moves"] == 4 and curriculum.episodes == 20
 
 
+def _small_ppo(venv: Any, log_dir: Any, **kwargs: Any) -> PPO:
+    """A small PPO with the token extractor, logging CSV to ``log_dir``."""
+    model = PPO(
+        "MultiInputPolicy", venv, n_steps=128, batch_size=128, n_epochs=2, seed=0,
+        policy_kwargs={"features_extractor_class": TokenFeaturesExtractor}, **kwargs,
+    )  # fmt: skip
+    model.set_logger(configure(str(log_dir), ["csv"]))
+    return model
+
+
 def test_ppo_trains_through_the_sb3_curriculum_adapter(tmp_path) -> None:
     curriculum = SuccessBandCurriculum(ENV, window=16, step=0.1)
     venv = CurriculumVecEnv(make_vec_env(ENV, n_envs=2, seed=0), curriculum)
-    model = PPO(
-        "MultiInputPolicy",
-        venv,
-        n_steps=128,
-        batch_size=128,
-        n_epochs=2,
-        seed=0,
-        policy_kwargs={"features_extractor_class": TokenFeaturesExtractor},
-    )
-    model.set_logger(configure(str(tmp_path), ["csv"]))
+    model = _small_ppo(venv, tmp_path)
     model.learn(2048, callback=CurriculumLoggingCallback(curriculum))
     assert curriculum.episodes > 50
     with open(tmp_path / "progress.csv") as f:
@@ -234,17 +235,7 @@ def test_adapter_without_values_needed_updates_at_once_and_validates_defer_updat
 def test_ppo_scores_plr_levels_with_its_own_value_estimates(tmp_path) -> None:
     curriculum = _Recorder(ENV, bounds=(0.0, 0.3), buffer_size=16, seed=0)
     venv = CurriculumVecEnv(make_vec_env(ENV, n_envs=2, seed=0), curriculum)
-    model = PPO(
-        "MultiInputPolicy",
-        venv,
-        n_steps=128,
-        batch_size=128,
-        n_epochs=2,
-        seed=0,
-        rollout_buffer_class=masked_buffer_class(DictRolloutBuffer),
-        policy_kwargs={"features_extractor_class": TokenFeaturesExtractor},
-    )
-    model.set_logger(configure(str(tmp_path), ["csv"]))
+    model = _small_ppo(venv, tmp_path, rollout_buffer_class=masked_buffer_class(DictRolloutBuffer))
     model.learn(1024, callback=CurriculumLoggingCallback(curriculum))
     assert curriculum.episodes == len(curriculum.results) > 10
     assert all(r.value_estimates.size == r.length for r in curriculum.results)
