@@ -25,6 +25,11 @@ TASK_SEED_LIMIT = 2**31
 HELDOUT_SEED_START = 2**30
 
 
+def half_up(x: float) -> int:
+    """Round half up (Python's round() goes to even: round(2.5) == 2); the knob tables use it."""
+    return math.floor(x + 0.5)
+
+
 def check_difficulty(value: Any, name: str = "difficulty") -> float:
     """Return ``value`` as a float in [0, 1], or raise naming the bad value.
 
@@ -375,5 +380,11 @@ class RLAEnv(gym.Env[Any, np.int64]):
         raise NotImplementedError
 
     def _step_budget(self, optimal_len: int) -> int:
-        """Steps allowed for the episode, given the optimal solution length."""
-        raise NotImplementedError
+        """Steps allowed for the episode, given the optimal solution length: by default
+        ceil(optimal_len * budget_factor) + budget_slack from the family's knobs (``self._knobs``)."""
+        knobs: Any = getattr(self, "_knobs", None)
+        if knobs is None or not hasattr(knobs, "budget_factor") or not hasattr(knobs, "budget_slack"):
+            raise NotImplementedError(
+                f"{type(self).__name__} needs knobs with a budget, or its own _step_budget"
+            )
+        return math.ceil(optimal_len * knobs.budget_factor) + knobs.budget_slack

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from rla_gym.core import RLAEnv, Task, check_difficulty
+from rla_gym.core import RLAEnv, Task, check_difficulty, half_up
 
 COLORS = ("red", "green", "blue", "yellow", "purple", "white", "black", "orange", "grey", "brown")
 ROOM_NOUNS = (
@@ -65,26 +65,21 @@ class TextNavKnobs:
     budget_slack: int
 
 
-def _half_up(x: float) -> int:
-    """Round half up (Python's round() goes to even: round(2.5) == 2)."""
-    return math.floor(x + 0.5)
-
-
 def textnav_knobs(difficulty: float) -> TextNavKnobs:
     """The documented, monotone map from difficulty to knobs (the table in the docstring)."""
     d = check_difficulty(difficulty)
     return TextNavKnobs(
-        rooms=_half_up(4 * 16**d),
-        route_min=1 + _half_up(5 * d),
-        route_max=2 + _half_up(10 * d),
-        distractors=_half_up(6 * d),
+        rooms=half_up(4 * 16**d),
+        route_min=1 + half_up(5 * d),
+        route_max=2 + half_up(10 * d),
+        distractors=half_up(6 * d),
         closed_door_prob=0.0 if d < 0.4 else 0.15 + 0.35 * (d - 0.4) / 0.6,
         locked_door=d >= 0.7,
         bring_prob=0.0 if d < 0.2 else 0.25 + 0.35 * (d - 0.2) / 0.8,
         directions="live" if d < 0.2 else "route" if d < 0.35 else "half route" if d < 0.5 else "none",
         name_exits=d < 0.5,
         budget_factor=4.0 - 2.5 * d,
-        budget_slack=_half_up(8 * (1 - d)),
+        budget_slack=half_up(8 * (1 - d)),
     )
 
 
@@ -291,9 +286,6 @@ class TextNavEnv(RLAEnv):
             deeper = up_a if self._up[up_a[-1]].bit_count() >= self._up[up_b[-1]].bit_count() else up_b
             deeper.append(self._parent[deeper[-1]])
         return up_a + up_b[-2::-1]
-
-    def _step_budget(self, optimal_len: int) -> int:
-        return math.ceil(optimal_len * self._knobs.budget_factor) + self._knobs.budget_slack
 
     # ------------------------------------------------------------ dynamics
     def _edge(self, room: int, direction: int) -> int:

@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import math
 import random
 from typing import Any
 
@@ -149,9 +148,6 @@ class GUIEnv(GUIObservation, GUIOracle, RLAEnv):
         self._instruction = self._make_instruction()
         self._buttons = [BUTTON, TOKEN_ID["close"], NONE, NONE, NONE, 0, 0, 0, 0, 0] if k.instant_apply else [
             BUTTON, TOKEN_ID["ok"], NONE, NONE, NONE, BUTTON, TOKEN_ID["cancel"], NONE, NONE, NONE]  # fmt: skip
-
-    def _step_budget(self, optimal_len: int) -> int:
-        return math.ceil(optimal_len * self._knobs.budget_factor) + self._knobs.budget_slack
 
     # ------------------------------------------------------------ rendering
     def _rgb_array(self) -> np.ndarray:

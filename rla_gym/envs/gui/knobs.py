@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-from rla_gym.core import check_difficulty
+from rla_gym.core import check_difficulty, half_up
 
 
 @dataclass(frozen=True)
@@ -28,27 +27,22 @@ class GUIKnobs:
     budget_slack: int
 
 
-def _half_up(x: float) -> int:
-    """Round half up (Python's round() goes to even: round(2.5) == 2)."""
-    return math.floor(x + 0.5)
-
-
 def gui_knobs(difficulty: float) -> GUIKnobs:
     """The documented, monotone map from difficulty to knobs (the table in the docstring)."""
     d = check_difficulty(difficulty)
     return GUIKnobs(
-        top_menus=1 + _half_up(5 * d),
-        items_per_menu=2 + _half_up(4 * d),
+        top_menus=1 + half_up(5 * d),
+        items_per_menu=2 + half_up(4 * d),
         menu_depth=1 if d < 0.3 else 2 if d < 0.7 else 3,
         start_open="dialog" if d < 0.2 else "menus" if d < 0.4 else "nothing",
         instant_apply=d < 0.2,
-        dialogs=1 + _half_up(3 * d),
-        tabs=1 + _half_up(3 * d),
-        controls=2 + _half_up(8 * d),
+        dialogs=1 + half_up(3 * d),
+        tabs=1 + half_up(3 * d),
+        controls=2 + half_up(8 * d),
         goals=1 if d < 0.3 else 2 if d < 0.7 else 3,
         goal_dialogs=1 if d < 0.6 else 2,
         field_share=round(0.6 * d, 2),
         ambiguity=0 if d < 0.45 else 1 if d < 0.65 else 2 if d < 0.85 else 3,
         budget_factor=4.0 - 2.5 * d,
-        budget_slack=_half_up(8 * (1 - d)),
+        budget_slack=half_up(8 * (1 - d)),
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from rla_gym.core import check_difficulty
+from rla_gym.core import check_difficulty, half_up
 
 ROOMS = ("kitchen", "lounge", "bedroom")
 #: The receptacle catalogue: slot k is always the same named receptacle ("go to drawer 2").
@@ -75,25 +75,20 @@ class HouseholdKnobs:
     budget_slack: int
 
 
-def _half_up(x: float) -> int:
-    """Round half up (Python's round() goes to even)."""
-    return math.floor(x + 0.5)
-
-
 def household_knobs(difficulty: float) -> HouseholdKnobs:
     """The documented, monotone map from difficulty to knobs (the table in the docstring)."""
     d = check_difficulty(difficulty)
     thresholds = (0.0, 0.25, 0.45, 0.45, 0.65, 0.85)  # when each family of FAMILIES joins the mix
     return HouseholdKnobs(
         rooms=min(3, 1 + math.floor(2.7 * d)),
-        receptacles=_half_up(2 + 14 * d * d),
-        objects=_half_up(1 + 11 * d * d),
-        max_per_receptacle=1 + _half_up(2 * d),
+        receptacles=half_up(2 + 14 * d * d),
+        objects=half_up(1 + 11 * d * d),
+        max_per_receptacle=1 + half_up(2 * d),
         closed_prob=round(min(1.0, max(0.0, 1.6 * (d - 0.375))), 6),
         families=tuple(f for f, t in zip(FAMILIES, thresholds, strict=True) if d >= t),
         goal_detail="live" if d < 0.35 else "start" if d < 0.65 else "none",
         budget_factor=round(8.0 - 6.4 * d, 6),
-        budget_slack=_half_up(12 * (1 - d)),
+        budget_slack=half_up(12 * (1 - d)),
     )
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import random
 import string
 from typing import Any
@@ -195,9 +194,6 @@ class HouseholdEnv(RLAEnv):
             r = rng.choice(spots)
             self._contents[r].append(obj)
             self._where[obj] = r
-
-    def _step_budget(self, optimal_len: int) -> int:
-        return math.ceil(optimal_len * self._knobs.budget_factor) + self._knobs.budget_slack
 
     # ------------------------------------------------------------ dynamics
     def _apply(self, action: int) -> None:

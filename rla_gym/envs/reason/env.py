@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import random
 import string
 from typing import Any
@@ -159,9 +158,6 @@ class ReasonEnv(RLAEnv):
         self._buffer = ""
         self._rejected = False
         self._sheet_tokens = self._make_sheet_tokens()
-
-    def _step_budget(self, optimal_len: int) -> int:
-        return math.ceil(optimal_len * self._knobs.budget_factor) + self._knobs.budget_slack
 
     # ------------------------------------------------------------ dynamics
     def _apply(self, action: int) -> None:

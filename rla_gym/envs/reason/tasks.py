@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from rla_gym.core import check_difficulty
+from rla_gym.core import check_difficulty, half_up
 
 FAMILIES = ("arithmetic", "logic", "list", "trace")
 FILTERS = ("even", "odd", "above", "below")
@@ -67,26 +67,21 @@ class ReasonKnobs:
     budget_slack: int
 
 
-def _half_up(x: float) -> int:
-    """Round half up (Python's round() goes to even: round(2.5) == 2)."""
-    return math.floor(x + 0.5)
-
-
 def reason_knobs(difficulty: float) -> ReasonKnobs:
     """The documented, monotone map from difficulty to knobs (the table in the docstring)."""
     d = check_difficulty(difficulty)
-    operations = 1 + _half_up(6 * d)
+    operations = 1 + half_up(6 * d)
     return ReasonKnobs(
         families=FAMILIES[: min(4, 1 + math.floor(4 * d))],
         operations=operations,
         operand_digits=1 if d < 0.5 else 2,
-        depth=max(math.ceil(math.log2(operations + 1)), 1 + _half_up(3 * d)),
-        distractors=_half_up(4 * d),
+        depth=max(math.ceil(math.log2(operations + 1)), 1 + half_up(3 * d)),
+        distractors=half_up(4 * d),
         operators="+" if d < 0.25 else "+-" if d < 0.5 else "+-*",
         max_value=9 if d < 0.25 else 99 if d < 0.5 else MAX_VALUE,
-        digit_choices=min(10, 3 + _half_up(14 * d)),
+        digit_choices=min(10, 3 + half_up(14 * d)),
         budget_factor=4.0 - 2.5 * d,
-        budget_slack=_half_up(8 * (1 - d)),
+        budget_slack=half_up(8 * (1 - d)),
     )
 
 
