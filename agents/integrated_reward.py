@@ -1,7 +1,7 @@
 """RLAnything's integrated feedback: outcome plus process reward from PRM votes.
 
 Per step (the paper's code, lambda = 1, m = 3):  R_i = O + (lambda / m) * sum_j S_ij.
-Per trajectory (design notes, lambda = 0.2):       R = O + (lambda / T) * sum_t score_t.
+Per trajectory (lambda = 0.2):       R = O + (lambda / T) * sum_t score_t.
 """
 
 from __future__ import annotations

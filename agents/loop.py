@@ -105,7 +105,7 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
     lambda * z(mean_j S_tj), z over the rollout's steps, to GAE's advantages (deferred only;
     :meth:`finish_rollout` then returns the mean votes). ``"episode"`` divides
     it by the episode's step budget B, so an episode's process rewards sum to at most
-    lambda * T / B <= lambda: the design notes' per-trajectory form O + (lambda / T) sum_t s_t,
+    lambda * T / B <= lambda: the per-trajectory form O + (lambda / T) sum_t s_t,
     with the budget (known at reset) in place of T (known only at the end). The rewards have the
     same distribution (the votes are drawn in another order), with several times fewer PRM
     calls. Either way each step is voted on exactly once.

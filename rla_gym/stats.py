@@ -1,7 +1,7 @@
 """Reward-model statistics of the RLAnything method, in numpy.
 
-- :func:`error_statistics`: how a reward model's predicted outcomes err (the design notes'
-  environment-adaptation rule reads its ``balance``).
+- :func:`error_statistics`: how a reward model's predicted outcomes err (the rm-balance
+  curriculum reads its ``balance``).
 - :func:`vote_statistics`: p+, p- and mu of Theorem 1 from step votes and outcomes.
 - :func:`precision_bound`: the theorem's lower bound on aggregate precision.
 """

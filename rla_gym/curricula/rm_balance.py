@@ -1,4 +1,4 @@
-"""The design notes' global rule: retune difficulty from reward-model error balance."""
+"""The global rule: retune difficulty from the balance of a reward model's outcome errors."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from rla_gym.core import Task, check_difficulty, normalize_difficulty
 from rla_gym.curricula.base import Curriculum, EpisodeResult, check_band, check_positive
 from rla_gym.stats import error_statistics
 
-#: Which way the balance rule moves difficulty: the stabilising one, or the design notes' code.
+#: Which way the balance rule moves difficulty: the stabilising one, or the rule as first written.
 DIRECTIONS = ("stabilising", "literal")
 
 
@@ -26,7 +26,7 @@ class RewardModelBalanceCurriculum(Curriculum):
     success, so ``"stabilising"`` (default) raises d when p_under > p_over (successes
     dominate the errors) and lowers it when p_over > p_under: its fixed point is success
     about 1/2 for any RM with symmetric confidence, and a success-band rule at 1/2 for an
-    uninformative one. ``"literal"`` is the design notes' code, which raises d when
+    uninformative one. ``"literal"`` is the rule as first written, which raises d when
     p_over > p_under ("the RM over-estimates: tasks too easy"): it makes failing tasks
     harder and drives every run to a bound (kept to reproduce it, tested as diverging).
 

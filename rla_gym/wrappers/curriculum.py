@@ -122,7 +122,7 @@ class AdaptiveDifficultyWrapper(CurriculumWrapper):
 
     It starts at ``start`` if given, else at the wrapped env's difficulty when that lies
     within ``bounds``, else at the lower bound. ``direction="stabilising"`` (default) keeps
-    success near 1/2; ``"literal"`` is the design notes' diverging code (see the curriculum).
+    success near 1/2; ``"literal"`` is the diverging rule as first written (see the curriculum).
 
     Example:
         >>> import gymnasium as gym, rla_gym
