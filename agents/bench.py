@@ -369,7 +369,21 @@ def _record(out: Path, spec: RunSpec, status: str, payload: Any) -> None:
         (out / "runs" / f"{spec.run_id}.error.txt").write_text(str(payload))
 
 
-def _process_entry(settings: BenchSettings, spec: RunSpec, position: int) -> None:
+def _exit_with_parent(parent: int, interval: float = 0.5) -> None:
+    """End this process as soon as ``parent`` is gone (a ``kill -9`` of ``rla bench`` included),
+    so that no orphaned run keeps writing results."""
+    import threading
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(interval)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="exit-with-parent").start()
+
+
+def _process_entry(settings: BenchSettings, spec: RunSpec, position: int, parent: int) -> None:
+    _exit_with_parent(parent)
     status, payload = attempt(settings, spec, position)
     _record(Path(settings.out), spec, status, payload)
 
@@ -387,7 +401,7 @@ def _run_processes(settings: BenchSettings, pending: list[RunSpec], bar: Any) ->
     while queue or running:
         while queue and free:
             spec, position = queue.pop(0), free.pop(0)
-            process = context.Process(target=_process_entry, args=(settings, spec, position))
+            process = context.Process(target=_process_entry, args=(settings, spec, position, os.getpid()))
             process.start()
             running[spec] = (process, position)
         time.sleep(0.2)
@@ -462,20 +476,27 @@ def bench(settings: BenchSettings) -> dict[str, Any]:
     specs = plan(settings)
     check_resumable(out, specs, settings)
     pending = [s for s in specs if not (out / "runs" / f"{s.run_id}.json").exists()]
+    skipped = [s.run_id for s in specs if s not in pending]
+    if skipped:
+        print(f"rla bench: {len(skipped)} finished run(s) in {out} are kept: {', '.join(skipped)}")
     for spec in pending:  # a crashed run is retried by the next invocation
         (out / "runs" / f"{spec.run_id}.error.txt").unlink(missing_ok=True)
     start = time.perf_counter()
+    # the invocation is on record from its start, so a killed one is visible too
+    log_path = out / "invocations.json"
+    log = json.loads(log_path.read_text()) if log_path.exists() else []
+    entry: dict[str, Any] = {
+        "settings": dataclasses.asdict(settings), "runs": len(specs), "ran": len(pending),
+        "skipped": skipped, "status": "running", "date": time.strftime("%Y-%m-%d %H:%M"),
+        "versions": versions(),
+    }  # fmt: skip
+    log.append(entry)
+    write_json_atomic(log_path, log)
     with tqdm(total=len(specs), initial=len(specs) - len(pending), desc="rla bench", unit="run") as bar:
         runner = _run_ray if settings.backend == "ray" else _run_processes
         status = runner(settings, pending, bar) if pending else {}
     crashed = sorted(run_id for run_id, result in status.items() if result == "crashed")
-    log_path = out / "invocations.json"
-    log = json.loads(log_path.read_text()) if log_path.exists() else []
-    log.append({
-        "settings": dataclasses.asdict(settings), "runs": len(specs), "ran": len(pending),
-        "crashed": crashed, "wall_seconds": round(time.perf_counter() - start, 1),
-        "date": time.strftime("%Y-%m-%d %H:%M"), "versions": versions(),
-    })  # fmt: skip
+    entry.update(status="finished", crashed=crashed, wall_seconds=round(time.perf_counter() - start, 1))
     write_json_atomic(log_path, log)
     summary = write_report(out, [s.run_id for s in specs])
     summary["crashed"] = crashed

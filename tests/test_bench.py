@@ -203,6 +203,11 @@ def test_rla_bench_runs_reports_resumes_and_survives_a_crash(tmp_path: Path, cap
     assert main(args) == 0  # resume: the finished runs are skipped, the crashed ones retried
     log = json.loads((out / "invocations.json").read_text())
     assert [entry["ran"] for entry in log] == [4, 2] and len(log[1]["crashed"]) == 2
+    assert [entry["status"] for entry in log] == ["finished", "finished"]
+    assert sorted(log[1]["skipped"]) == [
+        "RLA-TextNav-v0__env__task-pool__s0", "RLA-TextNav-v0__outcome__fixed__s0"
+    ]  # fmt: skip
+    assert "2 finished run(s)" in capsys.readouterr().out
 
 
 def test_resuming_into_runs_made_with_other_settings_is_refused(tmp_path: Path) -> None:
@@ -258,3 +263,48 @@ def test_rla_bench_runs_the_group_trainer(tmp_path: Path) -> None:
     assert record["settings"]["algo"] == "grpo" and record["settings"]["groups"] == 2
     assert record["evaluations"][-1]["step"] >= 1024 and record["history"]
     assert (out / "runs" / "RLA-TextNav-v0__noisy-oracle__fixed__s0.json").exists()
+
+
+def test_bench_workers_die_with_their_parent(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    import textwrap
+    import time
+
+    script = tmp_path / "parent.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import multiprocessing, os, time
+            from agents.bench import _exit_with_parent
+
+            def child(parent):
+                _exit_with_parent(parent, interval=0.1)
+                time.sleep(60)
+
+            if __name__ == "__main__":
+                process = multiprocessing.get_context("spawn").Process(target=child, args=(os.getpid(),))
+                process.start()
+                print(process.pid, flush=True)
+                time.sleep(60)
+            """
+        )
+    )
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    time.sleep(1.0)  # the child is up and watching
+    parent.kill()  # SIGKILL: the parent cannot clean up
+    parent.wait()
+
+    def alive(pid: int) -> bool:
+        try:
+            state = Path(f"/proc/{pid}/status").read_text()
+        except FileNotFoundError:
+            return False
+        return "\nState:\tZ" not in state
+
+    deadline = time.time() + 10
+    while alive(child) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not alive(child), "the worker outlived its killed parent"
