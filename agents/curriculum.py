@@ -37,7 +37,7 @@ class CurriculumVecEnv(VecEnvWrapper):
     trainer's rollout buffer (:meth:`flush_updates`; an episode that spans rollouts gets all
     its steps). :class:`CurriculumLoggingCallback` and the loop's callback call it.
 
-    Example:
+    Examples:
         >>> import rla_gym
         >>> from stable_baselines3.common.env_util import make_vec_env
         >>> from rla_gym.curricula import FixedCurriculum

@@ -28,7 +28,7 @@ def _check_lam_m(lam: float, m: int | None = None) -> None:
 def integrated_step_rewards(outcome: int, votes: Any, lam: float = 1.0) -> np.ndarray:
     """R_i = O + (lambda / m) * sum_j S_ij for every step i; ``votes`` has shape (steps, m).
 
-    Example:
+    Examples:
         >>> integrated_step_rewards(-1, [[1, 1, -1], [-1, -1, -1]]).tolist()
         [-0.6666666666666667, -2.0]
     """
@@ -46,7 +46,7 @@ def integrated_step_rewards(outcome: int, votes: Any, lam: float = 1.0) -> np.nd
 def integrated_trajectory_reward(outcome: int, scores: Any, lam: float = 0.2) -> float:
     """R = O + (lambda / T) * sum_t score_t, with step scores in [-1, 1].
 
-    Example:
+    Examples:
         >>> integrated_trajectory_reward(1, [1.0, -0.5, 0.5, 0.0])
         1.05
     """
@@ -89,7 +89,7 @@ class ProcessRewardWrapper(gym.Wrapper[Any, Any, Any, Any]):
     ``AdaptiveDifficultyWrapper(ProcessRewardWrapper(env, prm))`` works with any algorithm.
     Needs ``obs_mode="dict"``. (The outcome O itself arrives as the env's sparse reward.)
 
-    Example:
+    Examples:
         >>> import gymnasium as gym, numpy as np, rla_gym
         >>> env = gym.make("RLA-TextNav-v0")
         >>> env = ProcessRewardWrapper(env, ProcessRewardModel.for_env(env, device="cpu", seed=0))

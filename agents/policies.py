@@ -28,7 +28,7 @@ class TokenFeaturesExtractor(BaseFeaturesExtractor):
     SB3 hands Box observations over as float32, so ids are cast back to long. The
     action mask is not a feature: it masks actions (see :class:`MaskableTokenPolicy`).
 
-    Example:
+    Examples:
         >>> import gymnasium as gym, rla_gym
         >>> from stable_baselines3 import PPO
         >>> model = PPO(TokenPolicy, gym.make("RLA-TextNav-v0"), n_steps=64)

@@ -54,7 +54,7 @@ def resolve_device(device: str | torch.device) -> torch.device:
 class ProcessRewardModel(nn.Module):
     """Scores steps (obs tokens, action, next obs tokens) with a vote logit: P(vote = +1) = sigmoid(logit).
 
-    Example:
+    Examples:
         >>> import gymnasium as gym, rla_gym
         >>> prm = ProcessRewardModel.for_env(gym.make("RLA-TextNav-v0"), seed=0)
         >>> steps = {"obs": torch.zeros(5, 69, dtype=torch.long), "action": torch.zeros(5, dtype=torch.long),
@@ -340,7 +340,7 @@ def consistency_weights(
     Balanced: each step weighs 1/T of its trajectory, then successful and failed trajectories
     are scaled to equal total weight over the steps that remain (after unanimous ones drop out).
 
-    Example:
+    Examples:
         >>> w = consistency_weights(torch.tensor([2, 4]), torch.tensor([0, 0, 1, 1, 1, 1]),
         ...                         torch.tensor([1.0, -1.0]), torch.tensor([1, 0, 1, 1, 0, 1]).bool(), True)
         >>> w.tolist()

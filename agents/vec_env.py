@@ -36,7 +36,7 @@ class BatchedVecEnv(VecEnv):
     ``env_method("set_task", task, indices=[i])`` and MaskablePPO's ``action_masks`` work as
     with ``DummyVecEnv``. ``envs`` are the bare sub-envs (the group trainer steps them itself).
 
-    Example:
+    Examples:
         >>> import rla_gym
         >>> venv = BatchedVecEnv("RLA-TextNav-v0", 4, seed=0, env_kwargs={"difficulty": 0.1})
         >>> venv.reset()["tokens"].shape

@@ -65,7 +65,7 @@ def check_task_seed(value: Any) -> int:
 class Task:
     """One reproducible task: the same (env id, difficulty, seed) gives the same episode.
 
-    Example:
+    Examples:
         >>> Task("RLA-TextNav-v0", 0.5, 7).task_id == Task("RLA-TextNav-v0", 0.5, 7).task_id
         True
     """

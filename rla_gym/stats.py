@@ -37,7 +37,7 @@ def error_statistics(predicted: Any, actual: Any) -> dict[str, float]:
     ``balance = min(p_over, p_under) / max(p_over, p_under)``; when the RM made no
     error at all (0/0) the balance is 1.0: nothing is lopsided.
 
-    Example:
+    Examples:
         >>> s = error_statistics([0.5, -0.5, 1.0, -1.0], [-1, 1, 1, -1])
         >>> s["p_over"], s["p_under"], s["balance"]
         (0.25, 0.25, 1.0)
@@ -72,7 +72,7 @@ def vote_statistics(votes: Any, outcomes: Any) -> dict[str, float]:
     ``votes``: shape (steps, m) of +1/-1; ``outcomes``: shape (steps,), the outcome of each
     step's trajectory. A probability with no steps to estimate it from is NaN, and so is mu.
 
-    Example:
+    Examples:
         >>> vote_statistics([[1, 1, -1], [-1, -1, -1]], [1, -1])
         {'p_plus': 0.6666666666666666, 'p_minus': 1.0, 'mu': 1.6666666666666665}
     """
@@ -95,7 +95,7 @@ def vote_statistics(votes: Any, outcomes: Any) -> dict[str, float]:
 def precision_bound(mu: float, m: int) -> float:
     """Theorem 1's bound 1 - exp(-m (mu - 1)^2 / 4) for mu > 1; 0.0 (no guarantee) otherwise.
 
-    Example:
+    Examples:
         >>> round(precision_bound(1.5, 12), 4)
         0.5276
     """

@@ -40,7 +40,7 @@ class RLAVectorEnv(VectorEnv):
     :meth:`set_difficulties`, one call for all sub-envs; a change applies at each sub-env's
     next reset, as for a single env.
 
-    Example:
+    Examples:
         >>> import gymnasium as gym, rla_gym
         >>> envs = gym.make_vec("RLA-TextNav-v0", num_envs=3, difficulty=0.2)
         >>> obs, info = envs.reset(seed=0)

@@ -9,7 +9,7 @@ from rla_gym.curricula.base import Curriculum, check_band
 class FixedCurriculum(Curriculum):
     """Every task at one difficulty, with a fresh task seed each episode.
 
-    Example:
+    Examples:
         >>> c = FixedCurriculum("RLA-TextNav-v0", 0.3)
         >>> c.next_task().difficulty
         0.3
@@ -29,7 +29,7 @@ class FixedCurriculum(Curriculum):
 class UniformCurriculum(Curriculum):
     """Domain randomisation: difficulty ~ U(bounds) per episode.
 
-    Example:
+    Examples:
         >>> c = UniformCurriculum("RLA-TextNav-v0", bounds=(0.2, 0.4))
         >>> 0.2 <= c.next_task().difficulty <= 0.4
         True

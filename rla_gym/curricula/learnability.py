@@ -21,7 +21,7 @@ class LearnabilityCurriculum(Curriculum):
     (``sfl/train/config/minigrid-sfl.yaml``: buffer of the top levels, half of each batch
     from it); our sizes are scaled to runs of a few thousand episodes.
 
-    Example:
+    Examples:
         >>> from rla_gym.curricula import EpisodeResult
         >>> c = LearnabilityCurriculum("RLA-TextNav-v0", candidates=2, rollouts=2, buffer_size=1)
         >>> tasks = [c.next_task() for _ in range(4)]  # the evaluation rollouts come first

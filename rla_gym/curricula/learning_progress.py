@@ -17,7 +17,7 @@ class LearningProgressCurriculum(Curriculum):
     bins never tried yet get the largest LP, and the difficulty is uniform within the bin. The
     bins split ``bounds`` evenly.
 
-    Example:
+    Examples:
         >>> c = LearningProgressCurriculum("RLA-TextNav-v0", bins=4)
         >>> c.weights().tolist()  # nothing seen yet: uniform
         [0.25, 0.25, 0.25, 0.25]

@@ -46,7 +46,7 @@ class PrioritizedLevelReplay(Curriculum):
     Design"; jaxued's maze PLR): rank prioritisation with temperature 0.3, staleness
     coefficient 0.3, replay probability 0.5, positive value loss.
 
-    Example:
+    Examples:
         >>> from rla_gym.curricula import EpisodeResult
         >>> c = PrioritizedLevelReplay("RLA-TextNav-v0", score="external", replay_prob=0.0)
         >>> for s in (0.1, 0.9):

@@ -30,7 +30,7 @@ class RewardModelBalanceCurriculum(Curriculum):
     p_over > p_under ("the RM over-estimates: tasks too easy"): it makes failing tasks
     harder and drives every run to a bound (kept to reproduce it, tested as diverging).
 
-    Example:
+    Examples:
         >>> from rla_gym.curricula import EpisodeResult
         >>> c = RewardModelBalanceCurriculum("RLA-TextNav-v0", interval=2, start=0.5)
         >>> for _ in range(2):  # the RM predicts failure, the episodes succeed: p_under = 1

@@ -9,7 +9,7 @@ difficulty d is ``sigmoid((skill - d) / width)`` and whose skill grows fastest a
 :class:`Simulation` holds the trajectories of difficulty, success and skill, and
 :meth:`Simulation.frontier_report` the figures a test asserts on.
 
-Example:
+Examples:
     >>> from rla_gym.curricula import SuccessBandCurriculum
     >>> sim = simulate(SuccessBandCurriculum("RLA-TextNav-v0", start=1.0), episodes=3000)
     >>> report = sim.frontier_report(warmup=1000)
@@ -41,7 +41,7 @@ class SimulatedLearner:
     nothing on tasks it always or never solves. ``task_spread`` gives each task seed its own
     offset to the difficulty (normal, that standard deviation), so tasks of one level differ.
 
-    Example:
+    Examples:
         >>> learner = SimulatedLearner(skill=0.4)
         >>> learner.success_probability(Task("RLA-TextNav-v0", 0.4, 0))
         0.5
@@ -93,7 +93,7 @@ class SimulatedRewardModel:
     predicts ``constant`` (an uninformative RM); ``"over-confident"`` stretches 2p - 1 by
     ``sharpness`` and clips, so it predicts +1 or -1 on most tasks.
 
-    Example:
+    Examples:
         >>> SimulatedRewardModel("over-confident").predict(0.75, np.random.default_rng(0))
         1.0
     """

@@ -15,7 +15,7 @@ class SuccessBandCurriculum(Curriculum):
     assigned before a move (still running in other envs) do not count.
     Defaults: the paper's thresholds 0.2 / 0.8 (reasoning-gym steps the same way).
 
-    Example:
+    Examples:
         >>> from rla_gym.curricula import EpisodeResult
         >>> c = SuccessBandCurriculum("RLA-TextNav-v0", window=2, step=0.25)
         >>> for _ in range(2):

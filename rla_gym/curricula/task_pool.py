@@ -54,7 +54,7 @@ class TaskPoolCurriculum(Curriculum):
     lopsided errors mean the RM is only learning one of p+ / p- there, so the task is far
     from the informative band and a bigger move pays.
 
-    Example:
+    Examples:
         >>> from rla_gym.curricula import EpisodeResult
         >>> c = TaskPoolCurriculum("RLA-TextNav-v0", pool_size=1, rollouts_per_task=2, step=0.25,
         ...                        dataset_size=None)  # one fixed task
@@ -263,7 +263,7 @@ class TaskPoolCurriculum(Curriculum):
 class FreshTaskPoolCurriculum(TaskPoolCurriculum):
     """The task pool with ``fresh_seeds=True``: slots adapt difficulty levels, every rollout a new task.
 
-    Example:
+    Examples:
         >>> c = FreshTaskPoolCurriculum("RLA-TextNav-v0", pool_size=1)
         >>> len({c.next_task().seed for _ in range(4)})
         4

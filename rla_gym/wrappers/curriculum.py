@@ -45,7 +45,7 @@ class CurriculumWrapper(gym.Wrapper[Any, Any, Any, Any]):
 
     At the last step ``info["curriculum"]`` holds the curriculum's metrics.
 
-    Example:
+    Examples:
         >>> import gymnasium as gym, rla_gym
         >>> from rla_gym.curricula import SuccessBandCurriculum
         >>> env = CurriculumWrapper(gym.make("RLA-TextNav-v0"), SuccessBandCurriculum("RLA-TextNav-v0"))
@@ -124,7 +124,7 @@ class AdaptiveDifficultyWrapper(CurriculumWrapper):
     within ``bounds``, else at the lower bound. ``direction="stabilising"`` (default) keeps
     success near 1/2; ``"literal"`` is the diverging rule as first written (see the curriculum).
 
-    Example:
+    Examples:
         >>> import gymnasium as gym, rla_gym
         >>> env = AdaptiveDifficultyWrapper(gym.make("RLA-TextNav-v0", difficulty=0.7), interval=8,
         ...                                 predict_outcome=lambda trajectory: 0.5)

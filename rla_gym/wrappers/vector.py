@@ -25,7 +25,7 @@ class CurriculumVectorWrapper(VectorWrapper):
     starts. Whenever an episode starts, the adapter checks that the sub-env runs the task
     assigned to it; each finished episode is reported to the curriculum exactly once.
 
-    Example:
+    Examples:
         >>> import gymnasium as gym, rla_gym
         >>> from rla_gym.curricula import UniformCurriculum
         >>> envs = CurriculumVectorWrapper(gym.make_vec("RLA-TextNav-v0", num_envs=2),
