@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.bench_report import _score, _tiers, iqm_ci, row_label
+from agents.bench_records import iqm_ci, row_label, score, tiers
 
 
 def _pyplot() -> Any:
@@ -52,7 +52,7 @@ def _draw_success(axis: Any, label: str, group: list[dict[str, Any]]) -> None:
     steps = [e["step"] for e in group[0]["evaluations"]]
     stats = []
     for k in range(len(steps)):
-        values = [_score(r["evaluations"][k], _tiers(r)[0]) for r in group if len(r["evaluations"]) > k]
+        values = [score(r["evaluations"][k], tiers(r)[0]) for r in group if len(r["evaluations"]) > k]
         stats.append(iqm_ci([values]))
     point, low, high = (np.array(column) for column in zip(*stats, strict=True))
     axis.plot(steps, point, label=label)

@@ -13,7 +13,6 @@ import contextlib
 import csv
 import json
 import math
-import warnings
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,54 +20,7 @@ from typing import Any
 
 import numpy as np
 
-#: Ablation row labels (DESIGN section 1), by loop mode; "+ Env" is mode env with task-pool.
-ROW_LABELS = {
-    "outcome": "Outcome-only",
-    "policy": "Policy",
-    "reward": "+ Reward",
-    "env": "+ Env",
-    "rm-only": "RM-only",
-    "oracle": "Oracle votes (not the method)",
-    "noisy-oracle": "Noisy oracle votes (not the method)",
-    "oracle-potential": "Oracle progress (not the method)",
-}
-ROW_ORDER = (
-    "Before training", "Outcome-only", "Policy", "+ Reward", "+ Env", "RM-only",
-    ROW_LABELS["oracle"], ROW_LABELS["noisy-oracle"], ROW_LABELS["oracle-potential"],
-)  # fmt: skip
-
-
-def iqm(values: Sequence[float] | np.ndarray) -> float:
-    """Interquartile mean: the mean of the middle 50 % of the values."""
-    from scipy.stats import trim_mean
-
-    return float(trim_mean(np.asarray(values, dtype=float), 0.25)) if len(values) else math.nan
-
-
-def iqm_ci(strata: Sequence[Sequence[float]], seed: int = 0) -> tuple[float, float, float]:
-    """IQM of all values and its 95 % bootstrap CI, resampling within each stratum (env)."""
-    from scipy.stats import bootstrap, trim_mean
-
-    samples = [np.asarray(s, dtype=float) for s in strata if len(s)]
-    if not samples:
-        return math.nan, math.nan, math.nan
-    pooled = np.concatenate(samples)
-    point = iqm(pooled)
-    if any(len(s) < 2 for s in samples):  # a stratum of one run cannot be resampled
-        return point, math.nan, math.nan
-    if np.ptp(pooled) == 0:  # every run scored the same: the interval is that point
-        return point, point, point
-
-    def statistic(*xs: np.ndarray) -> float:
-        return float(trim_mean(np.concatenate(xs), 0.25))
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        result = bootstrap(
-            samples, statistic, n_resamples=2000, confidence_level=0.95, method="percentile",
-            vectorized=False, rng=np.random.default_rng(seed),
-        )  # fmt: skip
-    return point, float(result.confidence_interval.low), float(result.confidence_interval.high)
+from agents.bench_records import ROW_ORDER, iqm_ci, row_label, score, tiers
 
 
 def load_runs(out: Path, run_ids: Sequence[str]) -> list[dict[str, Any]]:
@@ -81,23 +33,6 @@ def load_runs(out: Path, run_ids: Sequence[str]) -> list[dict[str, Any]]:
     return runs
 
 
-def _tiers(run: dict[str, Any]) -> tuple[list[str], list[str]]:
-    top = run["settings"]["max_difficulty"]
-    levels = list(run["evaluations"][0]["success"])
-    return [lv for lv in levels if float(lv) <= top], [lv for lv in levels if float(lv) > top]
-
-
-def _score(evaluation: dict[str, Any], levels: list[str]) -> float:
-    return float(np.mean([evaluation["success"][lv] for lv in levels])) if levels else math.nan
-
-
-def row_label(run: dict[str, Any]) -> str:
-    spec = run["spec"]
-    if spec["mode"] == "env" and spec["strategy"] != "task-pool":
-        return f"+ Env ({spec['strategy']})"
-    return ROW_LABELS[spec["mode"]]
-
-
 def _aggregate(groups: dict[str, list[dict[str, Any]]], pick: Any) -> dict[str, Any]:
     """For each group: IQM [CI] of in-domain and OOD scores, stratified by env."""
     table = {}
@@ -106,7 +41,7 @@ def _aggregate(groups: dict[str, list[dict[str, Any]]], pick: Any) -> dict[str, 
         for tier in (0, 1):
             strata: dict[str, list[float]] = defaultdict(list)
             for run in runs:
-                value = _score(pick(run), _tiers(run)[tier])
+                value = score(pick(run), tiers(run)[tier])
                 if not math.isnan(value):
                     strata[run["spec"]["env"]].append(value)
             name = ("in_domain", "ood")[tier]
@@ -181,10 +116,10 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         strategies[name]["train_success"] = float(np.mean(successes)) if successes else math.nan
     per_env: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for run in runs:
-        inside, outside = _tiers(run)
+        inside, outside = tiers(run)
         cell = per_env[f"{run['spec']['env']} / {row_label(run)}"]
-        cell["in_domain"].append(_score(run["evaluations"][-1], inside))
-        cell["ood"].append(_score(run["evaluations"][-1], outside))
+        cell["in_domain"].append(score(run["evaluations"][-1], inside))
+        cell["ood"].append(score(run["evaluations"][-1], outside))
         cell["train_success"].append(train_success(run))
     return {
         "ablation": {k: ablation[k] for k in (*ROW_ORDER, *sorted(ablation)) if k in ablation},

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from agents.bench import BenchSettings, RunSpec, empirical_precision, load_config, plan, validate
-from agents.bench_report import iqm, iqm_ci, markdown, summarize
+from agents.bench_records import iqm, iqm_ci
+from agents.bench_report import markdown, summarize
 from agents.cli import main
 from rla_gym.core import HELDOUT_SEED_START
 from rla_gym.curricula import CURRICULA
