@@ -34,31 +34,10 @@ from stable_baselines3.common.vec_env import VecEnv
 
 from agents.trajectories import Trajectory
 from rla_gym.curricula.base import Curriculum, EpisodeResult
+from rla_gym.stats import group_advantages
 
 GROUP_FILTERS = ("all", "mixed")
-
-
-def group_advantages(rewards: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Per-step-index z-scores of one group's per-step rewards (one array per trajectory).
-
-    At step index i the z-score runs over the trajectories that have a step i, with the
-    population std; an index only one trajectory reaches keeps that trajectory's raw reward;
-    a zero std gives 0.
-    """
-    arrays = [np.asarray(r, dtype=np.float64) for r in rewards]
-    advantages = [np.zeros_like(r) for r in arrays]
-    longest = max((len(r) for r in arrays), default=0)
-    for i in range(longest):
-        reach = [k for k, r in enumerate(arrays) if len(r) > i]
-        values = np.array([arrays[k][i] for k in reach])
-        if len(reach) == 1:
-            advantages[reach[0]][i] = values[0]
-            continue
-        std = values.std()
-        if std > 0:
-            for k, z in zip(reach, (values - values.mean()) / std, strict=True):
-                advantages[k][i] = z
-    return advantages
+__all__ = ["GROUP_FILTERS", "GroupPPO", "group_advantages", "keeps_group"]
 
 
 def keeps_group(outcomes: Sequence[int], group_filter: str) -> bool:

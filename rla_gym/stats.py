@@ -4,11 +4,13 @@
   curriculum reads its ``balance``).
 - :func:`vote_statistics`: p+, p- and mu of Theorem 1 from step votes and outcomes.
 - :func:`precision_bound`: the theorem's lower bound on aggregate precision.
+- :func:`group_advantages`: the paper's per-step-index z-scores across a group of rollouts.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -106,3 +108,26 @@ def precision_bound(mu: float, m: int) -> float:
     if mu <= 1:
         return 0.0
     return 1.0 - math.exp(-m * (float(mu) - 1.0) ** 2 / 4.0)
+
+
+def group_advantages(rewards: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Per-step-index z-scores of one group's per-step rewards (one array per trajectory).
+
+    At step index i the z-score runs over the trajectories that have a step i, with the
+    population std; an index only one trajectory reaches keeps that trajectory's raw reward;
+    a zero std gives 0.
+    """
+    arrays = [np.asarray(r, dtype=np.float64) for r in rewards]
+    advantages = [np.zeros_like(r) for r in arrays]
+    longest = max((len(r) for r in arrays), default=0)
+    for i in range(longest):
+        reach = [k for k, r in enumerate(arrays) if len(r) > i]
+        values = np.array([arrays[k][i] for k in reach])
+        if len(reach) == 1:
+            advantages[reach[0]][i] = values[0]
+            continue
+        std = values.std()
+        if std > 0:
+            for k, z in zip(reach, (values - values.mean()) / std, strict=True):
+                advantages[k][i] = z
+    return advantages
