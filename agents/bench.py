@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.loop import ALGOS, MODES, LoopSettings, described, validate_settings
+from agents.loop import ALGOS, MODE_FLAGS, MODES, LoopSettings, described, validate_settings
 from rla_gym.core import HELDOUT_SEED_START, check_difficulty
 
 #: Ablation rows below the full loop train at a fixed difficulty, so they run one strategy.
@@ -208,7 +208,7 @@ def plan(settings: BenchSettings) -> list[RunSpec]:
     for seed in range(settings.seeds):
         for env in settings.envs:
             for mode in settings.modes:
-                strategies = settings.strategies if mode == "env" else ("fixed",)
+                strategies = settings.strategies if MODE_FLAGS[mode].adapts_env else ("fixed",)
                 specs += [RunSpec(env, mode, strategy, seed) for strategy in strategies]
     return specs
 

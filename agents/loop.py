@@ -52,9 +52,48 @@ from rla_gym.core import check_difficulty
 from rla_gym.curricula.base import Curriculum
 from rla_gym.stats import error_statistics
 
-MODES = ("outcome", "policy", "reward", "env", "rm-only", "oracle", "noisy-oracle", "oracle-potential")
+
+@dataclasses.dataclass(frozen=True)
+class ModeFlags:
+    """What an ablation row switches on.
+
+    ``votes``: who votes on each step: ``"none"``, ``"prm"`` (a learned PRM), or the env's
+    oracle: ``"exact"`` (the step's label), ``"noisy"`` (the label, flipped with probability
+    1 - mu / 2) or ``"potential"`` (potential-based shaping from the exact distance).
+    ``trains_prm``: the PRM trains on the rollouts; ``adapts_env``: the curriculum picks the
+    tasks (other rows keep ``--difficulty`` fixed); ``outcome_weight``: 1 when the outcome
+    reaches the policy, 0 when only the votes do.
+    """
+
+    votes: str
+    trains_prm: bool = False
+    adapts_env: bool = False
+    outcome_weight: float = 1.0
+
+    @property
+    def uses_prm(self) -> bool:
+        return self.votes == "prm"
+
+    @property
+    def oracle(self) -> bool:
+        """The votes come from the env's exact labels or distance, not from a PRM."""
+        return self.votes in ("exact", "noisy", "potential")
+
+
+#: The loop's modes (the ablation rows) and what each switches on.
+MODE_FLAGS: dict[str, ModeFlags] = {
+    "outcome": ModeFlags("none"),
+    "policy": ModeFlags("prm"),
+    "reward": ModeFlags("prm", trains_prm=True),
+    "env": ModeFlags("prm", trains_prm=True, adapts_env=True),
+    "rm-only": ModeFlags("prm", trains_prm=True, outcome_weight=0.0),
+    "oracle": ModeFlags("exact"),
+    "noisy-oracle": ModeFlags("noisy"),
+    "oracle-potential": ModeFlags("potential"),
+}
+MODES = tuple(MODE_FLAGS)
 #: Modes whose votes come from the env's exact labels, not from a PRM.
-ORACLE_MODES = ("oracle", "noisy-oracle", "oracle-potential")
+ORACLE_MODES = tuple(mode for mode, flags in MODE_FLAGS.items() if flags.oracle)
 #: How the process part reaches the learner: lambda * mean vote added to every step's reward
 #: ("step", the return-summing form), that divided by the episode's step budget ("episode"),
 #: or lambda * z(mean vote) added to PPO's advantage, z over the rollout ("advantage").
@@ -64,7 +103,7 @@ StepRow = tuple[np.ndarray, int, np.ndarray, int, float]
 #: Discount of the loop's algorithms (SB3's default), also the potential-based shaping's gamma.
 GAMMA = 0.99
 #: Modes whose PRM is trained on the rollouts.
-TRAINED_RM_MODES = ("reward", "env", "rm-only")
+TRAINED_RM_MODES = tuple(mode for mode, flags in MODE_FLAGS.items() if flags.trains_prm)
 #: SB3 on-policy algorithms the loop runs on.
 ALGOS = ("ppo", "a2c", "maskable-ppo", "grpo", "maskable-grpo")
 #: Vector envs the loop runs on: SB3's DummyVecEnv, or the suite's batched env (agents.vec_env).
@@ -127,6 +166,7 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
     ) -> None:
         super().__init__(venv)
         self.mode = check_mode(mode)
+        self.flags = MODE_FLAGS[mode]
         if process_scale not in PROCESS_SCALES:
             raise ValueError(f"process_scale must be one of {PROCESS_SCALES}, got {process_scale!r}")
         if process_scale == "advantage" and not deferred:
@@ -137,17 +177,17 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
         self.mu = check_mu(mu)
         self.gamma = check_difficulty(gamma, "gamma")
         self.rng = np.random.default_rng(seed)  # noisy-oracle's vote flips
-        if mode not in ("outcome", *ORACLE_MODES) and prm is None:
+        if self.flags.uses_prm and prm is None:
             raise ValueError(f"mode {mode!r} needs a ProcessRewardModel")
-        if mode in ORACLE_MODES and prm is not None:
+        if self.flags.oracle and prm is not None:
             raise ValueError(f"mode {mode!r} votes with the env's exact labels: pass prm=None")
         if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not np.isfinite(lam) or lam < 0:
             raise ValueError(f"lam must be a finite number >= 0, got {lam!r}")
         if isinstance(m, bool) or not isinstance(m, int) or m < 1:
             raise ValueError(f"m must be an integer >= 1, got {m!r}")
         self.prm, self.lam, self.m, self.deferred = prm, float(lam), m, bool(deferred)
-        self.scoring = mode != "outcome"
-        self.outcome_weight = 0.0 if mode == "rm-only" else 1.0
+        self.scoring = self.flags.votes != "none"
+        self.outcome_weight = self.flags.outcome_weight
         self.generator = torch.Generator(device=prm.device).manual_seed(seed) if prm is not None else None
         self._last: np.ndarray | None = None
         self._actions: np.ndarray | None = None
@@ -181,13 +221,13 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
         return obs
 
     def _start_episode(self, i: int, info: dict[str, Any]) -> None:
-        if self.mode == "oracle-potential":
+        if self.flags.votes == "potential":
             if "distance" not in info:
                 raise ValueError("mode 'oracle-potential' needs info['distance'] (an rla-gym env)")
             self._distances[i] = info["distance"]
         self._tasks[i] = str(info.get("task_key", ""))
         self._difficulties[i] = info.get("difficulty")
-        if self.mode == "oracle-potential":  # shaping at full strength, whatever the scale
+        if self.flags.votes == "potential":  # shaping at full strength, whatever the scale
             self._weights[i] = self.lam
         elif self.process_scale == "advantage":  # the callback weights the z-scores by lambda
             self._weights[i] = 1.0
@@ -218,7 +258,7 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
         for i, info in enumerate(infos):
             label = 1 if info.get("progress") == 1 else -1  # for evaluation metrics (and oracle votes)
             gain = 0.0
-            if self.mode == "oracle-potential":  # gamma * Phi(s') - Phi(s), Phi = -distance, 0 at the end
+            if self.flags.votes == "potential":  # gamma * Phi(s') - Phi(s), Phi = -distance, 0 at the end
                 after_end = 0.0 if dones[i] else self.gamma * info["distance"]
                 gain = float(self._distances[i] - after_end)
                 self._distances[i] = info["distance"]
@@ -250,11 +290,11 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
         """m votes per step and the PRM's outcome estimate per step, for rows of (obs tokens,
         action, next obs tokens, exact label, fall of the potential), in one call."""
         if self.prm is None:  # oracle modes: every vote is the step's exact label or progress
-            exact = np.array([r[4] if self.mode == "oracle-potential" else r[3] for r in rows], np.float32)
+            exact = np.array([r[4] if self.flags.votes == "potential" else r[3] for r in rows], np.float32)
             votes = np.repeat(exact[:, None], self.m, axis=1)
-            if self.mode == "noisy-oracle":  # keep each vote with probability mu / 2
+            if self.flags.votes == "noisy":  # keep each vote with probability mu / 2
                 votes = np.where(self.rng.random(votes.shape) < self.mu / 2, votes, -votes)
-            return votes, (votes.mean(axis=1) if self.mode == "noisy-oracle" else exact).tolist()
+            return votes, (votes.mean(axis=1) if self.flags.votes == "noisy" else exact).tolist()
         device = self.prm.device
         steps = {
             "obs": torch.as_tensor(np.stack([r[0] for r in rows]), device=device),
@@ -372,7 +412,7 @@ class RLAnythingCallback(BaseCallback):
             raise RuntimeError(
                 f"rollout of shape {process.shape} does not match SB3's buffer {buffer.rewards.shape}"
             )
-        if self.reward_env.process_scale == "advantage" and self.reward_env.mode != "oracle-potential":
+        if self.reward_env.process_scale == "advantage" and self.reward_env.flags.votes != "potential":
             # A_t = GAE(outcome rewards)_t + lambda * z(mean vote)_t; the critic keeps the outcome's returns
             buffer.advantages += self.reward_env.lam * zscore(process)
             return
@@ -404,7 +444,7 @@ class RLAnythingCallback(BaseCallback):
             row.update({f"rm/{k}": v for k, v in metrics.items()})
             errors = error_statistics(prm.predict_outcomes(trajectories), [t.outcome for t in trajectories])
             row.update({f"rm/{k}": errors[k] for k in ("p_over", "p_under", "balance")})
-            if self.trainer is not None and self.reward_env.mode in TRAINED_RM_MODES:
+            if self.trainer is not None and self.reward_env.flags.trains_prm:
                 self.replay.append(trajectories)
                 pooled = [t for rollout in self.replay for t in rollout]
                 row["rm/loss"] = self.trainer.update(pooled, epochs=self.prm_epochs)["loss"]
@@ -620,14 +660,15 @@ def build_loop(settings: LoopSettings) -> tuple[Any, RLAnythingCallback]:
     else:
         venv = make_vec_env(f"rla_gym:{settings.env}", n_envs=n_envs, seed=settings.seed)
     prm = None
-    if settings.mode not in ("outcome", *ORACLE_MODES):
+    flags = MODE_FLAGS[settings.mode]
+    if flags.uses_prm:
         head = "value" if settings.objective == "value-difference" else "step"
         prm = ProcessRewardModel.for_env(venv.envs[0], head=head, device=settings.device, seed=settings.seed)  # type: ignore[attr-defined]
     reward_env = IntegratedRewardVecEnv(
         venv, prm, mode=settings.mode, lam=settings.lam, m=settings.m, seed=settings.seed,
         deferred=not grouped, process_scale=settings.process_scale, mu=settings.mu,
     )  # fmt: skip
-    if settings.mode == "env" and settings.curriculum != "fixed":
+    if flags.adapts_env and settings.curriculum != "fixed":
         kwargs = curriculum_kwargs(settings.curriculum, settings.max_difficulty)
         cls = CURRICULA[settings.curriculum]
         if grouped and "rollouts_per_task" in inspect.signature(cls).parameters:
@@ -642,7 +683,7 @@ def build_loop(settings: LoopSettings) -> tuple[Any, RLAnythingCallback]:
         top = CurriculumVecEnv(reward_env, curriculum)
         model = _algorithm(settings, top)
     trainer = None
-    if prm is not None and settings.mode in TRAINED_RM_MODES:
+    if prm is not None and flags.trains_prm:
         trainer = PRMTrainer(prm, settings.objective, lam=settings.lam, m=settings.m, seed=settings.seed)
     callback = RLAnythingCallback(
         reward_env, trainer, curriculum, prm_epochs=settings.prm_epochs, prm_replay=settings.prm_replay,
