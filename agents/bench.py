@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from agents.loop import ALGOS, MODE_FLAGS, MODES, LoopSettings, described, validate_settings
+from agents.fields import described
+from agents.loop import ALGOS, MODE_FLAGS, MODES, LoopSettings, from_loop, validate_settings
 from rla_gym.core import HELDOUT_SEED_START, check_difficulty
 
 #: Ablation rows below the full loop train at a fixed difficulty, so they run one strategy.
@@ -51,63 +52,49 @@ UNSAVED_DEFAULTS = {
 RM_SEED_OFFSET = 1_000_000
 
 
-def _help(text: str, default: Any) -> Any:
-    return described(default, text)
-
-
 @dataclasses.dataclass
 class BenchSettings:
     """Benchmark curriculum strategies and ablation modes: independent runs, held-out evaluation."""
 
-    envs: tuple[str, ...] = _help("registered env ids", ("RLA-TextNav-v0",))
-    strategies: tuple[str, ...] = _help(
+    envs: tuple[str, ...] = described(("RLA-TextNav-v0",), "registered env ids")
+    strategies: tuple[str, ...] = described(
+        ("fixed", "uniform", "success-band", "rm-balance", "task-pool", "plr", "learning-progress",
+         "learnability"),
         "curricula compared under mode env",
-        (
-            "fixed",
-            "uniform",
-            "success-band",
-            "rm-balance",
-            "task-pool",
-            "plr",
-            "learning-progress",
-            "learnability",
-        ),
+    )  # fmt: skip
+    modes: tuple[str, ...] = described(
+        ("env",), "loop modes (env runs every strategy; the others train at --difficulty)"
     )
-    modes: tuple[str, ...] = _help(
-        "loop modes (env runs every strategy; the others train at --difficulty)", ("env",)
-    )
-    seeds: int = _help("seeds per (env, mode, strategy)", 5)
-    steps: int = _help("env steps per run", 50_000)
-    eval_every: int = _help("env steps between evaluations", 10_000)
-    eval_episodes: int = _help("held-out tasks per level and evaluation", 50)
-    levels: tuple[float, ...] = _help("evaluation difficulties", (0.25, 0.5, 0.75, 1.0))
-    max_difficulty: float = _help("training stays within [0, this]; harder levels are OOD", 0.5)
-    difficulty: float = _help("difficulty of the fixed strategy and the fixed-env modes", 0.25)
-    algo: str = _help(f"algorithm: {', '.join(ALGOS)} (grpo: the paper's group trainer)", "ppo")
-    encoder: str = _help("token encoder of the policy: flatten, attention, relational, lookup", "flatten")
-    objective: str = _help("PRM objective (outcome-only)", "value-difference")
-    lam: float = _help("lambda: weight of the process part of the reward", 1.0)
-    process_scale: str = _help(
-        "how votes reach the learner: step (in every reward), episode (/ step budget), advantage", "step"
-    )
-    mu: float = _help("vote quality of mode noisy-oracle: p+ + p- in [0, 2]", 1.5)
-    prm_epochs: int = _help("PRM training passes per rollout", 1)
-    prm_replay: int = _help("recent rollouts the PRM trains on (1: this one, the paper's)", 1)
-    group_size: int = _help("grpo: rollouts per task (a group)", 8)
-    groups: int = _help("grpo: tasks per round", 8)
-    group_filter: str = _help("grpo: all (keep every group) or mixed (drop one-outcome groups)", "all")
-    n_envs: int = _help("vectorised envs per run", 4)
-    vec_env: str = _help("dummy (SB3's DummyVecEnv) or batched (the suite's batched vector env)", "dummy")
-    batch_size: int = _help("PPO minibatch size (0: n_steps)", 0)
-    n_epochs: int = _help("PPO passes over each rollout", 10)
-    ent_coef: float = _help("PPO entropy bonus", 0.0)
-    n_steps: int = _help("rollout length per env", 256)
-    out: str = _help("results directory", "results/bench")
-    backend: str = _help("process (local pool) or ray", "process")
-    workers: int = _help("runs at a time (process backend; local Ray CPUs)", 2)
-    ray_address: str = _help("Ray cluster address ('' starts a local Ray)", "")
-    config: str = _help("TOML or JSON file with any of these settings (flags win)", "")
-    plugins: tuple[str, ...] = _help("modules to import first in every run (e.g. to add strategies)", ())
+    seeds: int = described(5, "seeds per (env, mode, strategy)")
+    steps: int = described(50_000, "env steps per run")
+    eval_every: int = described(10_000, "env steps between evaluations")
+    eval_episodes: int = described(50, "held-out tasks per level and evaluation")
+    levels: tuple[float, ...] = described((0.25, 0.5, 0.75, 1.0), "evaluation difficulties")
+    max_difficulty: float = from_loop("max_difficulty", 0.5)
+    difficulty: float = from_loop("difficulty", 0.25)
+    algo: str = from_loop("algo", "ppo")
+    encoder: str = from_loop("encoder")
+    objective: str = from_loop("objective")
+    lam: float = from_loop("lam")
+    process_scale: str = from_loop("process_scale")
+    mu: float = from_loop("mu")
+    prm_epochs: int = from_loop("prm_epochs")
+    prm_replay: int = from_loop("prm_replay")
+    group_size: int = from_loop("group_size")
+    groups: int = from_loop("groups")
+    group_filter: str = from_loop("group_filter")
+    n_envs: int = from_loop("n_envs")
+    vec_env: str = from_loop("vec_env")
+    batch_size: int = from_loop("batch_size")
+    n_epochs: int = from_loop("n_epochs")
+    ent_coef: float = from_loop("ent_coef")
+    n_steps: int = from_loop("n_steps")
+    out: str = described("results/bench", "results directory")
+    backend: str = described("process", "process (local pool) or ray")
+    workers: int = described(2, "runs at a time (process backend; local Ray CPUs)")
+    ray_address: str = described("", "Ray cluster address ('' starts a local Ray)")
+    config: str = described("", "TOML or JSON file with any of these settings (flags win)")
+    plugins: tuple[str, ...] = described((), "modules to import first in every run (e.g. to add strategies)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -214,15 +201,13 @@ def plan(settings: BenchSettings) -> list[RunSpec]:
 
 
 def loop_settings(settings: BenchSettings, spec: RunSpec) -> LoopSettings:
+    """The loop settings of one run: the bench's shared settings, and the run's env, mode, strategy, seed."""
+    shared = {f.name for f in dataclasses.fields(LoopSettings)} & {
+        f.name for f in dataclasses.fields(settings)
+    }
     return LoopSettings(
-        env=spec.env, algo=settings.algo, encoder=settings.encoder, mode=spec.mode, curriculum=spec.strategy,
-        objective=settings.objective, lam=settings.lam, process_scale=settings.process_scale, mu=settings.mu,
-        prm_epochs=settings.prm_epochs, prm_replay=settings.prm_replay, group_size=settings.group_size,
-        groups=settings.groups, group_filter=settings.group_filter, n_envs=settings.n_envs,
-        n_steps=settings.n_steps, vec_env=settings.vec_env, batch_size=settings.batch_size,
-        n_epochs=settings.n_epochs, ent_coef=settings.ent_coef,
-        difficulty=settings.difficulty, max_difficulty=settings.max_difficulty, seed=spec.seed,
-        device="cpu",
+        **{name: getattr(settings, name) for name in shared},
+        env=spec.env, mode=spec.mode, curriculum=spec.strategy, seed=spec.seed, device="cpu",
     )  # fmt: skip
 
 

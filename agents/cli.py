@@ -13,26 +13,26 @@ from typing import Any
 
 import gymnasium as gym
 
+from agents.fields import described
+
 
 @dataclasses.dataclass
 class DemoSettings:
     """Run the exact oracle and a random agent on held-out tasks at several difficulties."""
 
-    env: str = dataclasses.field(default="RLA-TextNav-v0", metadata={"help": "registered env id"})
-    difficulties: tuple[float, ...] = dataclasses.field(
-        default=(0.0, 0.25, 0.5, 0.75, 1.0), metadata={"help": "difficulty levels in [0, 1]"}
-    )
-    episodes: int = dataclasses.field(default=200, metadata={"help": "held-out tasks per level"})
-    seed: int = dataclasses.field(default=0, metadata={"help": "seed of the agents' randomness"})
+    env: str = described("RLA-TextNav-v0", "registered env id")
+    difficulties: tuple[float, ...] = described((0.0, 0.25, 0.5, 0.75, 1.0), "difficulty levels in [0, 1]")
+    episodes: int = described(200, "held-out tasks per level")
+    seed: int = described(0, "seed of the agents' randomness")
 
 
 @dataclasses.dataclass
 class PlaySettings:
     """Play one episode by hand in the terminal."""
 
-    env: str = dataclasses.field(default="RLA-TextNav-v0", metadata={"help": "registered env id"})
-    difficulty: float = dataclasses.field(default=0.3, metadata={"help": "difficulty in [0, 1]"})
-    seed: int | None = dataclasses.field(default=None, metadata={"help": "reset seed"})
+    env: str = described("RLA-TextNav-v0", "registered env id")
+    difficulty: float = described(0.3, "difficulty in [0, 1]")
+    seed: int | None = described(None, "reset seed")
 
 
 def demo(settings: DemoSettings) -> list[dict[str, Any]]:
@@ -110,8 +110,8 @@ def _make_rla_env(env_id: str, **kwargs: Any) -> gym.Env[Any, Any]:
 class EvalSettings:
     """Evaluate a trained run's policy on held-out tasks at fixed difficulties."""
 
-    run: str = dataclasses.field(default="runs/textnav", metadata={"help": "run directory of rla train"})
-    episodes: int = dataclasses.field(default=100, metadata={"help": "held-out tasks per difficulty"})
+    run: str = described("runs/textnav", "run directory of rla train")
+    episodes: int = described(100, "held-out tasks per difficulty")
 
 
 def _print_evaluation(rows: list[dict[str, float]]) -> None:

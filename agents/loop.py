@@ -46,6 +46,7 @@ from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs, VecEnvStepReturn
 
 from agents.curriculum import CurriculumVecEnv, finish_curriculum_rollout
+from agents.fields import described
 from agents.reward_model import PRMTrainer, ProcessRewardModel, evaluate_prm
 from agents.trajectories import Trajectory
 from rla_gym.core import check_difficulty
@@ -455,9 +456,11 @@ class RLAnythingCallback(BaseCallback):
         self.history.append(row)
 
 
-def described(default: Any, text: str) -> Any:
-    """A dataclass field with a default and the help text its command-line flag shows."""
-    return dataclasses.field(default=default, metadata={"help": text})
+def from_loop(name: str, default: Any = dataclasses.MISSING) -> Any:
+    """The field ``name`` of :class:`LoopSettings` (its help text, and its default unless
+    ``default`` is given), for settings classes that pass it on to the loop (``rla bench``)."""
+    field = {f.name: f for f in dataclasses.fields(LoopSettings)}[name]
+    return described(field.default if default is dataclasses.MISSING else default, field.metadata["help"])
 
 
 @dataclasses.dataclass

@@ -25,7 +25,8 @@ import torch
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.logger import CSVOutputFormat, Logger, make_output_format
 
-from agents.loop import LoopSettings, RLAnythingCallback, build_loop, described, validate_settings
+from agents.fields import described
+from agents.loop import LoopSettings, RLAnythingCallback, build_loop, validate_settings
 from agents.trajectories import Trajectory
 from rla_gym.evaluation import evaluate, heldout_seeds
 
