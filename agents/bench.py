@@ -16,7 +16,6 @@ import dataclasses
 import json
 import os
 import platform
-import tempfile
 import time
 import tomllib
 import traceback
@@ -25,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from agents.atomic import write_text_atomic
 from agents.fields import described
 from agents.loop import ALGOS, MODE_FLAGS, MODES, LoopSettings, from_loop, validate_settings
 from rla_gym.core import HELDOUT_SEED_START, check_difficulty
@@ -212,15 +212,8 @@ def loop_settings(settings: BenchSettings, spec: RunSpec) -> LoopSettings:
 
 
 def write_json_atomic(path: Path, payload: Any) -> None:
-    """Write JSON to a temporary file and rename it into place (a crash never leaves half a file)."""
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w") as f:
-            json.dump(payload, f, indent=1)
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
+    """Write JSON atomically (a crash never leaves half a file)."""
+    write_text_atomic(path, json.dumps(payload, indent=1))
 
 
 def empirical_precision(

@@ -14,7 +14,6 @@ import dataclasses
 import json
 import os
 import random
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ import torch
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.logger import CSVOutputFormat, Logger, make_output_format
 
+from agents.atomic import replace_atomically, write_text_atomic
 from agents.fields import described
 from agents.loop import LoopSettings, RLAnythingCallback, build_loop, validate_settings
 from agents.trajectories import Trajectory
@@ -46,14 +46,7 @@ class TrainSettings(LoopSettings):
 
 
 def _atomic_save(payload: dict[str, Any], path: Path) -> None:
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".checkpoint-", suffix=".tmp")
-    os.close(handle)
-    try:
-        torch.save(payload, temporary)
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
+    replace_atomically(path, lambda temporary: torch.save(payload, temporary))
 
 
 def _numpy_global_state() -> list[Any]:
@@ -219,23 +212,12 @@ class ResumableCSVOutputFormat(CSVOutputFormat):
             self.file.flush()
 
 
-def _write_text_atomic(path: Path, text: str) -> None:
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w") as f:
-            f.write(text)
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-
-
 def _record_resume(path: Path, settings: TrainSettings, at: int) -> None:
     """settings.json gets the new step target and a record of the resume."""
     saved = json.loads(path.read_text()) if path.exists() else dataclasses.asdict(settings)
     saved["resumes"] = [*saved.get("resumes", []), {"at_step": at, "steps": settings.steps}]
     saved["steps"] = settings.steps
-    _write_text_atomic(path, json.dumps(saved, indent=2) + "\n")
+    write_text_atomic(path, json.dumps(saved, indent=2) + "\n")
 
 
 def _loop_fields(settings: TrainSettings) -> dict[str, Any]:
@@ -273,7 +255,7 @@ def train(settings: TrainSettings) -> dict[str, Any]:
         _restore(payload, model, loop)
         _record_resume(out / "settings.json", settings, int(payload["num_timesteps"]))
     else:
-        _write_text_atomic(out / "settings.json", json.dumps(dataclasses.asdict(settings), indent=2) + "\n")
+        write_text_atomic(out / "settings.json", json.dumps(dataclasses.asdict(settings), indent=2) + "\n")
     # a resumed run keeps its log up to the checkpoint: rows past it were trained again
     keep = int(payload["num_timesteps"]) if settings.resume else None
     outputs: list[Any] = [ResumableCSVOutputFormat(str(out / "progress.csv"), keep_until=keep)]

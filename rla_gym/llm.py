@@ -145,16 +145,13 @@ class TextEpisode:
             raise RuntimeError("step() on a finished or unstarted episode; call reset() first")
         action = parse_reply(reply, self.commands, self.admissible)
         valid = action is not None
-        observation, reward, terminated, truncated, info = self.env.step(
-            action if action is not None else self.base.noop_action
-        )
+        ran = self.base.noop_action if action is None else action
+        observation, reward, terminated, truncated, info = self.env.step(ran)
         note = "" if valid else "Your reply named no admissible command, so nothing happened."
         self._info = info
         prompt = self._render(observation, note)
-        info = {**info, "reply_valid": valid, "command": None if action is None else self.commands[action]}
-        self.steps.append(
-            Turn(self._prompt, reply, prompt, self.base.noop_action if action is None else action, valid)
-        )
+        info = {**info, "reply_valid": valid, "command": self.commands[ran] if valid else None}
+        self.steps.append(Turn(self._prompt, reply, prompt, ran, valid))
         self._prompt = prompt
         self.done = bool(terminated or truncated)
         return prompt, float(reward), bool(terminated), bool(truncated), info
