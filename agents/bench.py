@@ -26,7 +26,8 @@ import numpy as np
 
 from agents.atomic import write_text_atomic
 from agents.fields import described
-from agents.loop import ALGOS, MODE_FLAGS, MODES, LoopSettings, from_loop, validate_settings
+from agents.loop import ALGOS, LoopSettings, from_loop, validate_settings
+from agents.loop_runtime import MODE_FLAGS, MODES
 from rla_gym.core import HELDOUT_SEED_START, check_difficulty
 
 #: Ablation rows below the full loop train at a fixed difficulty, so they run one strategy.

@@ -53,7 +53,7 @@ class GroupPPO(OnPolicyAlgorithm):
     ``env`` must be a ``DummyVecEnv`` or an ``agents.vec_env.BatchedVecEnv`` of
     ``groups * group_size`` rla-gym envs (anything with their ``envs``): the trainer steps each
     env on its own, so a finished episode waits for its group instead of running
-    on. ``reward_env`` (an ``agents.loop.IntegratedRewardVecEnv`` over the same envs, never
+    on. ``reward_env`` (an ``agents.loop_runtime.IntegratedRewardVecEnv`` over the same envs, never
     stepped) supplies the mode, lambda, m and the votes; the finished trajectories go to its
     ``finished`` list, where the loop's callback trains the PRM on them. One rollout of SB3's
     ``learn`` is one round.

@@ -26,7 +26,8 @@ from stable_baselines3.common.logger import CSVOutputFormat, Logger, make_output
 
 from agents.atomic import replace_atomically, write_text_atomic
 from agents.fields import described
-from agents.loop import LoopSettings, RLAnythingCallback, build_loop, validate_settings
+from agents.loop import LoopSettings, build_loop, validate_settings
+from agents.loop_runtime import RLAnythingCallback
 from agents.trajectories import Trajectory
 from rla_gym.evaluation import evaluate, heldout_seeds
 

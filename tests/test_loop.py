@@ -7,7 +7,8 @@ import pytest
 import torch
 from stable_baselines3.common.env_util import make_vec_env
 
-from agents.loop import IntegratedRewardVecEnv, LoopSettings, build_loop
+from agents.loop import LoopSettings, build_loop
+from agents.loop_runtime import IntegratedRewardVecEnv
 from agents.reward_model import ProcessRewardModel
 
 
