@@ -207,6 +207,12 @@ class RLAEnv(gym.Env[Any, np.int64]):
         ``options`` may hold ``difficulty`` (as :meth:`set_difficulty`) or ``task``
         (as :meth:`set_task`); both persist for later resets.
         """
+        self._seed_and_configure(seed, options)
+        self._begin()
+        return self._observation(), self._info(invalid=False, progress=0)
+
+    def _seed_and_configure(self, seed: int | None, options: dict[str, Any] | None) -> None:
+        """``reset``'s seeding and options, before the task starts (shared with the vector envs)."""
         super().reset(seed=seed)
         if options is not None and not isinstance(options, dict):
             raise TypeError(f"options must be a dict or None, got {options!r}")
@@ -220,8 +226,6 @@ class RLAEnv(gym.Env[Any, np.int64]):
                 self.set_task(options["task"])
             if "difficulty" in options:
                 self.set_difficulty(options["difficulty"])
-        self._begin()
-        return self._observation(), self._info(invalid=False, progress=0)
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         """Apply one command; a masked (inadmissible) command is a no-op flagged in info."""
@@ -236,6 +240,14 @@ class RLAEnv(gym.Env[Any, np.int64]):
 
     def _begin(self) -> None:
         """Start an episode on the pinned task or a fresh one (``reset`` without the obs and info)."""
+        self._start_task()
+        self._optimal_len = self._last_distance = self._distance()
+        self._budget = self._step_budget(self._optimal_len)
+        self._update_mask()
+
+    def _start_task(self) -> Task:
+        """Choose the episode's task (the pinned one, or a fresh one from ``np_random``) and
+        generate its world; the batched vector envs call this and read the world into arrays."""
         task = self._pinned_task
         if task is None:
             seed_ = int(self.np_random.integers(HELDOUT_SEED_START))
@@ -244,9 +256,7 @@ class RLAEnv(gym.Env[Any, np.int64]):
         self._generate(task)
         self._steps = 0
         self._done = False
-        self._optimal_len = self._last_distance = self._distance()
-        self._budget = self._step_budget(self._optimal_len)
-        self._update_mask()
+        return task
 
     def _advance(self, a: int) -> tuple[bool, bool, bool, int]:
         """Apply a checked command: (success, truncated, invalid, progress); ``step`` without

@@ -12,6 +12,7 @@ family), and ``reset(seed=s)`` seeds sub-env i with s + i, as Gymnasium's vector
 from __future__ import annotations
 
 import functools
+import importlib
 import numbers
 from collections.abc import Sequence
 from typing import Any
@@ -134,17 +135,7 @@ class RLAVectorEnv(VectorEnv):
 
         Other ``options`` go to each reset sub-env, as in ``SyncVectorEnv``.
         """
-        n = self.num_envs
-        if seed is None:
-            seeds: list[int | None] = [None] * n
-        elif isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
-            seeds = [int(seed) + i for i in range(n)]
-        else:
-            seeds = self._per_env(seed, "seed")
-        options = dict(options or {})
-        mask = np.asarray(options.pop("reset_mask", np.ones(n, dtype=bool)))
-        if mask.shape != (n,) or mask.dtype != np.bool_:
-            raise ValueError(f"options['reset_mask'] must be a bool array of shape ({n},), got {mask!r}")
+        seeds, options, mask = self._reset_args(seed, options)
         info = self._empty_info()
         rows = np.flatnonzero(mask).tolist()
         for i in rows:
@@ -157,7 +148,25 @@ class RLAVectorEnv(VectorEnv):
         self._started = True
         return self._observations(), info
 
-    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    def _reset_args(
+        self, seed: int | Sequence[int | None] | None, options: dict[str, Any] | None
+    ) -> tuple[list[int | None], dict[str, Any], np.ndarray]:
+        """``reset``'s arguments checked: one seed per sub-env, the other options, the reset mask."""
+        n = self.num_envs
+        if seed is None:
+            seeds: list[int | None] = [None] * n
+        elif isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
+            seeds = [int(seed) + i for i in range(n)]
+        else:
+            seeds = self._per_env(seed, "seed")
+        options = dict(options or {})
+        mask = np.asarray(options.pop("reset_mask", np.ones(n, dtype=bool)))
+        if mask.shape != (n,) or mask.dtype != np.bool_:
+            raise ValueError(f"options['reset_mask'] must be a bool array of shape ({n},), got {mask!r}")
+        return seeds, options, mask
+
+    def _check_actions(self, actions: Any) -> np.ndarray:
+        """``step``'s actions as an integer array, or an error naming them."""
         if not self._started:
             raise RuntimeError("step() called before reset()")
         acts = np.asarray(actions)
@@ -166,6 +175,10 @@ class RLAVectorEnv(VectorEnv):
             raise ValueError(f"actions must be {self.num_envs} integers, got {actions!r}")
         if acts.min() < 0 or acts.max() >= n_actions:
             raise ValueError(f"actions must lie in [0, {n_actions}), got {actions!r}")
+        return acts
+
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        acts = self._check_actions(actions)
         n = self.num_envs
         rewards = np.zeros(n, dtype=np.float64)
         terminated = np.zeros(n, dtype=bool)
@@ -313,10 +326,30 @@ class RLAVectorEnv(VectorEnv):
             env.close()
 
 
+#: Families whose state can live in arrays: env class -> its array-state vector env (module:class).
+ARRAY_VECTOR_ENVS: dict[str, str] = {
+    "rla_gym.envs.textnav:TextNavEnv": "rla_gym.envs.textnav_vector:TextNavVectorEnv",
+}
+
+
+def make_vector_env(
+    env_cls: type[RLAEnv], num_envs: int, *, array_state: bool = True, **kwargs: Any
+) -> RLAVectorEnv:
+    """The batched vector env of ``env_cls``: its array-state env where the family has one (see
+    :data:`ARRAY_VECTOR_ENVS`; not for ``obs_mode="text"``), else :class:`RLAVectorEnv`'s lean
+    loop. ``array_state=False`` asks for the lean loop. Other keyword arguments go to the env."""
+    target = ARRAY_VECTOR_ENVS.get(f"{env_cls.__module__}:{env_cls.__qualname__}")
+    if array_state and target is not None and kwargs.get("obs_mode", "dict") != "text":
+        module, name = target.split(":")
+        array_cls = getattr(importlib.import_module(module), name)
+        return array_cls(num_envs, **kwargs)
+    return RLAVectorEnv(env_cls, num_envs, **kwargs)
+
+
 def vector_entry_point(env_cls: type[RLAEnv]) -> Any:
     """The ``vector_entry_point`` of ``env_cls``'s id: ``make_vec`` calls it with ``num_envs``
     and the id's keyword arguments. A ``functools.partial``, so env specs stay picklable."""
-    return functools.partial(RLAVectorEnv, env_cls)
+    return functools.partial(make_vector_env, env_cls)
 
 
-__all__ = ["RLAVectorEnv", "vector_entry_point"]
+__all__ = ["ARRAY_VECTOR_ENVS", "RLAVectorEnv", "make_vector_env", "vector_entry_point"]

@@ -174,3 +174,67 @@ def test_the_curriculum_adapter_declares_the_autoreset_mode(mode: AutoresetMode)
     stats = gym.wrappers.vector.RecordEpisodeStatistics(base)  # Gymnasium's vector wrappers hide set_attr
     with pytest.raises(TypeError, match="wrap the vector env itself"):
         CurriculumVectorWrapper(stats, FixedCurriculum("RLA-TextNav-v0", 0.2))
+
+
+def _oracle_led_actions(info: dict[str, Any], rng: np.random.Generator) -> np.ndarray:
+    """Mostly the oracle's commands (so hard tasks finish too), some admissible, some any."""
+    actions = []
+    for oracle, admissible in zip(info["oracle_mask"], info["action_mask"], strict=True):
+        u = rng.random()
+        if u < 0.7 and oracle.any():
+            actions.append(rng.choice(np.flatnonzero(oracle)))
+        elif u < 0.95:
+            actions.append(rng.choice(np.flatnonzero(admissible)))
+        else:
+            actions.append(rng.integers(len(admissible)))
+    return np.array(actions, dtype=np.int64)
+
+
+@pytest.mark.parametrize("autoreset", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+def test_textnav_array_state_env_matches_the_lean_loop_at_every_difficulty(autoreset: AutoresetMode) -> None:
+    from rla_gym.envs.textnav_vector import TextNavVectorEnv
+
+    n = 22  # difficulties 0, 0.05, ..., 1: live / route / no directions, closed and locked doors, bring
+    kwargs = {"difficulty": 0.5, "autoreset_mode": autoreset}
+    ours = gym.make_vec("RLA-TextNav-v0", num_envs=n, **kwargs)
+    theirs = gym.make_vec("RLA-TextNav-v0", num_envs=n, array_state=False, **kwargs)
+    assert isinstance(ours, TextNavVectorEnv) and type(theirs) is RLAVectorEnv
+    levels = np.round(np.linspace(0.0, 1.0, n), 3)
+    ours.set_difficulties(levels)
+    theirs.set_difficulties(levels)
+    obs_a, info_a = ours.reset(seed=11)
+    obs_b, info_b = theirs.reset(seed=11)
+    assert _same(obs_a, obs_b)
+    _same_info(info_a, info_b)
+    rng = np.random.default_rng(0)
+    outcomes: list[int] = []
+    for _ in range(700):
+        actions = _oracle_led_actions(info_b, rng)
+        obs_a, r_a, term_a, trunc_a, info_a = ours.step(actions)
+        obs_b, r_b, term_b, trunc_b, info_b = theirs.step(actions)
+        assert _same(obs_a, obs_b) and np.array_equal(r_a, r_b)
+        assert np.array_equal(term_a, term_b) and np.array_equal(trunc_a, trunc_b)
+        _same_info(info_a, info_b, skip=("final_obs", "final_info"))
+        for i in np.flatnonzero(term_b | trunc_b):
+            if autoreset == AutoresetMode.SAME_STEP:
+                assert _same(info_a["final_obs"][i], info_b["final_obs"][i])
+                for key in (k for k in info_b["final_info"] if not k.startswith("_")):
+                    assert _same(info_a["final_info"][key][i], info_b["final_info"][key][i]), key
+            last = info_b["final_info"] if autoreset == AutoresetMode.SAME_STEP else info_b
+            outcomes.append(int(last["outcome"][i]))
+    assert outcomes.count(1) >= 100 and outcomes.count(-1) >= 5  # successes and budget cuts
+
+
+def test_array_state_is_chosen_per_family_and_mode() -> None:
+    from rla_gym.envs.textnav_vector import TextNavVectorEnv
+
+    assert isinstance(gym.make_vec("RLA-TextNav-v0", 2), TextNavVectorEnv)
+    assert type(gym.make_vec("RLA-TextNav-v0", 2, obs_mode="text")) is RLAVectorEnv
+    assert type(gym.make_vec("RLA-TextNav-v0", 2, array_state=False)) is RLAVectorEnv
+    assert type(gym.make_vec("RLA-GUI-v0", 2)) is RLAVectorEnv
+    flat = gym.make_vec("RLA-TextNav-v0", 3, obs_mode="flat", difficulty=0.7)
+    obs, info = flat.reset(seed=2)
+    assert obs.shape == (3, 69 + 24) and obs.dtype == np.float32
+    assert np.array_equal(obs[:, 69:], info["action_mask"])
+    with pytest.raises(ValueError, match="'text' uses RLAVectorEnv"):
+        TextNavVectorEnv(2, obs_mode="text")
