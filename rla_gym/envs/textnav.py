@@ -179,19 +179,19 @@ class TextNavEnv(RLAEnv):
         self._neighbors = [[-1] * 4 for _ in range(n)]
         self._parent = [-1] * n
         self._up = [0] * n  # bitmask of the edges from the room to the start room
+        neighbors, parents, up = self._neighbors, self._parent, self._up
         for child in range(1, n):
             x, y = cells[child]
             # the parent is the earliest-placed adjacent room (that is how the tree grew)
-            parent = min(
-                (index[(x + dx, y + dy)], dr)
-                for dr, (dx, dy) in enumerate(_STEP)
-                if (x + dx, y + dy) in index
-            )
-            p, direction = parent
-            self._parent[child] = p
-            self._neighbors[child][direction] = p
-            self._neighbors[p][(direction + 2) % 4] = child
-            self._up[child] = self._up[p] | 1 << (child - 1)
+            p, direction = child, -1
+            for dr, c in enumerate(((x, y - 1), (x + 1, y), (x, y + 1), (x - 1, y))):
+                other = index.get(c, child)
+                if other < p:
+                    p, direction = other, dr
+            parents[child] = p
+            neighbors[child][direction] = p
+            neighbors[p][(direction + 2) % 4] = child
+            up[child] = up[p] | 1 << (child - 1)
         names = list(range(len(COLORS) * len(ROOM_NOUNS)))
         for i in range(n):  # partial Fisher-Yates: n distinct (colour, noun) names
             j = i + int(rand() * (len(names) - i))
@@ -541,33 +541,31 @@ def _grow_tree(n: int, route: int, rand: Any) -> list[tuple[int, int]]:
     A room's parent is its earliest-placed neighbour cell, so room order defines the tree.
     """
     while True:  # a self-avoiding walk rarely traps itself for route <= 12; retry if it does
+        x, y = 0, 0
         cells = [(0, 0)]
         taken = {(0, 0)}
+        tree_path = True  # route room i touches no earlier route room but room i - 1
         for _ in range(route):
-            x, y = cells[-1]
-            free = [(x + dx, y + dy) for dx, dy in _STEP if (x + dx, y + dy) not in taken]
+            free = [c for c in ((x, y - 1), (x + 1, y), (x, y + 1), (x - 1, y)) if c not in taken]
             if not free:
                 break
-            cell = free[int(rand() * len(free))]
+            previous = (x, y)
+            x, y = cell = free[int(rand() * len(free))]
+            if tree_path:
+                for c in ((x, y - 1), (x + 1, y), (x, y + 1), (x - 1, y)):
+                    if c in taken and c != previous:
+                        tree_path = False
             cells.append(cell)
             taken.add(cell)
-        if len(cells) == route + 1 and _route_is_tree_path(cells):
+        if len(cells) == route + 1 and tree_path:
             break
-    while len(cells) < n:
-        x, y = cells[int(rand() * len(cells))]
+    count = len(cells)
+    while count < n:
+        x, y = cells[int(rand() * count)]
         dx, dy = _STEP[int(rand() * 4)]
         cell = (x + dx, y + dy)
         if cell not in taken:
             cells.append(cell)
             taken.add(cell)
+            count += 1
     return cells
-
-
-def _route_is_tree_path(cells: list[tuple[int, int]]) -> bool:
-    """Route room i must hang off room i-1: no earlier route room may touch it."""
-    index = {c: i for i, c in enumerate(cells)}
-    for i, (x, y) in enumerate(cells[1:], start=1):
-        earliest = min(index.get((x + dx, y + dy), i) for dx, dy in _STEP)
-        if earliest != i - 1:
-            return False
-    return True
