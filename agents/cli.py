@@ -108,10 +108,17 @@ def _make_rla_env(env_id: str, **kwargs: Any) -> gym.Env[Any, Any]:
 
 @dataclasses.dataclass
 class EvalSettings:
-    """Evaluate a trained run's policy on held-out tasks at fixed difficulties."""
+    """Evaluate a trained run's policy, and LLM policies, on held-out tasks at fixed difficulties."""
 
-    run: str = described("runs/textnav", "run directory of rla train")
+    run: str = described("runs/textnav", "run directory of rla train (empty: the LLM policies only)")
     episodes: int = described(100, "held-out tasks per difficulty")
+    llm: tuple[str, ...] = described(
+        (),
+        "LLM policies on the same tasks: scripted:oracle, scripted:random, hf:PATH, openai:URL:MODEL",
+    )
+    env: str = described("", "env id of the LLM-only evaluation (with a run: the run's env)")
+    llm_temperature: float = described(1.0, "sampling temperature of the LLMs' stochastic column")
+    llm_max_new_tokens: int = described(256, "longest LLM reply, in tokens")
 
 
 def _print_evaluation(rows: list[dict[str, float]]) -> None:
@@ -135,18 +142,63 @@ def train_command(settings: Any) -> dict[str, Any]:
     return results
 
 
-def eval_command(settings: EvalSettings) -> list[dict[str, float]]:
-    """Held-out success of a trained run."""
+def _print_comparison(rows: list[dict[str, Any]], env_id: str, episodes: int) -> None:
+    """One table for every policy; invalid replies (stochastic / greedy) are the LLMs' only."""
+    width = max(6, *(len(row["policy"]) for row in rows))
+    print(f"{env_id}: held-out success on {episodes} tasks per difficulty, stochastic then greedy")
+    print(
+        f"{'policy':<{width}} {'difficulty':>10} {'stochastic':>10} {'greedy':>7} {'mean length':>11} invalid"
+    )
+    for row in rows:
+        invalid = (
+            f"{row['invalid_replies']:.2f}/{row['invalid_replies_greedy']:.2f}"
+            if "invalid_replies" in row
+            else "-"
+        )
+        print(
+            f"{row['policy']:<{width}} {row['difficulty']:>10.2f} {row['success']:>10.2f}"
+            f" {row['success_greedy']:>7.2f} {row['mean_length']:>11.1f} {invalid}"
+        )
+
+
+def eval_command(settings: EvalSettings) -> list[dict[str, Any]]:
+    """Held-out success of a trained run and of LLM policies, on the same tasks."""
     try:
-        from agents.train import evaluate_both, load_run
+        from agents.train import EVAL_LEVELS, evaluate_both, load_run
     except ImportError as error:
         raise _needs_train_extra("eval") from error
     if settings.episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {settings.episodes}")
-    model, run = load_run(settings.run)
-    run.eval_episodes = settings.episodes
-    rows = evaluate_both(model, run)
-    _print_evaluation(rows)
+    if not settings.run and not settings.llm:
+        raise ValueError("nothing to evaluate: give --run, --llm or both")
+    if not settings.llm:
+        model, run = load_run(settings.run)
+        run.eval_episodes = settings.episodes
+        run_rows = evaluate_both(model, run)
+        _print_evaluation(run_rows)
+        return list(run_rows)
+    from agents.llm.evaluate import evaluate_llm, policy_from_spec
+
+    policies = [  # every spec is checked (and a model loaded) before any evaluation runs
+        policy_from_spec(
+            spec, temperature=settings.llm_temperature, max_new_tokens=settings.llm_max_new_tokens
+        )
+        for spec in settings.llm
+    ]
+    rows: list[dict[str, Any]] = []
+    env_id = settings.env
+    if settings.run:
+        model, run = load_run(settings.run)
+        if env_id and env_id != run.env:
+            raise ValueError(f"--env {env_id} differs from the run's env {run.env}")
+        env_id, run.eval_episodes = run.env, settings.episodes
+        rows += [{"policy": f"{run.algo}: {settings.run}", **row} for row in evaluate_both(model, run)]
+    elif not env_id:
+        raise ValueError("an LLM-only evaluation needs --env")
+    _make_rla_env(env_id).close()
+    for policy in policies:
+        rows += evaluate_llm(policy, env_id, EVAL_LEVELS, settings.episodes)
+    _print_comparison(rows, env_id, settings.episodes)
     return rows
 
 

@@ -96,3 +96,38 @@ def test_demo_and_play_never_import_the_torch_side() -> None:
         "assert not {'torch', 'stable_baselines3'} & set(sys.modules), sorted(sys.modules)"
     )
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, timeout=120)
+
+
+def test_eval_takes_llm_policies_on_the_same_tasks(capsys) -> None:
+    args = build_parser().parse_args(
+        ["eval", "--run", "", "--llm", "scripted:oracle", "openai:http://h:8000/v1:m"]
+    )
+    assert args.llm == ["scripted:oracle", "openai:http://h:8000/v1:m"] and args.run == ""
+    assert (
+        main(["eval", "--run", "", "--env", "RLA-GUI-v0", "--episodes", "2", "--llm", "scripted:oracle"]) == 0
+    )
+    out = capsys.readouterr().out
+    assert out.startswith("RLA-GUI-v0: held-out success on 2 tasks per difficulty")
+    assert out.count("scripted:oracle") == 5  # one row per evaluation level
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["eval", "--run", ""], "nothing to evaluate: give --run, --llm or both"),
+        (["eval", "--run", "", "--llm", "scripted:oracle"], "an LLM-only evaluation needs --env"),
+        (
+            ["eval", "--run", "", "--env", "RLA-TextNav-v0", "--llm", "gpt"],
+            "an LLM policy is scripted:oracle",
+        ),
+        (
+            ["eval", "--run", "", "--env", "CartPole-v1", "--llm", "scripted:oracle"],
+            "not an rla-gym environment",
+        ),
+        (["eval", "--run", "", "--env", "RLA-TextNav-v0", "--llm", "openai:localhost"], "URL:MODEL"),
+    ],
+)
+def test_bad_eval_llm_options_give_a_clear_error(capsys, argv, message) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rla: error:") and message in err
