@@ -2,8 +2,8 @@
 
 ``GUIEnv`` joins the per-concern mixins of this package: ``app`` (generation),
 ``dynamics`` (abstract state and action mask), ``oracle`` (exact distance) and
-``observation`` (tokens and text); ``knobs`` maps difficulty to generation knobs and
-``screenshot`` draws ``rgb_array`` frames.
+``observation`` (tokens and text) and ``screenshot`` (``rgb_array`` frames); ``knobs``
+maps difficulty to generation knobs.
 """
 
 from __future__ import annotations
@@ -11,9 +11,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-import numpy as np
-
 from rla_gym.core import RLAEnv, Task
+from rla_gym.envs.gui.dynamics import main_window
 from rla_gym.envs.gui.knobs import gui_knobs
 from rla_gym.envs.gui.layout import (
     ACTION_NAMES,
@@ -26,10 +25,10 @@ from rla_gym.envs.gui.layout import (
 )
 from rla_gym.envs.gui.observation import GUIObservation
 from rla_gym.envs.gui.oracle import GUIOracle
-from rla_gym.envs.gui.screenshot import draw_screen
+from rla_gym.envs.gui.screenshot import GUIScreenshot
 
 
-class GUIEnv(GUIObservation, GUIOracle, RLAEnv):
+class GUIEnv(GUIObservation, GUIOracle, GUIScreenshot, RLAEnv):
     """Settings tasks in a synthetic desktop application (OSWorld / MiniWoB-like, no browser).
 
     ## Description
@@ -133,23 +132,18 @@ class GUIEnv(GUIObservation, GUIOracle, RLAEnv):
         self._committed = self._initial[:]
         self._pending = []
         cw = (1 << len(self._g_control)) - 1
-        self._core = (-1, (), 0, (), -1, 0, cw)
+        self._core = main_window((), cw)
         if k.start_open == "menus":  # the goal dialog's menus are open: its item is in sight
-            self._core = (-1, self._d_path[0], 0, (), -1, 0, cw)
+            self._core = main_window(self._d_path[0], cw)
         if k.start_open == "dialog":
             self._pending = self._committed if k.instant_apply else self._committed[:]
-            self._core = (0, (), 0, self._zeros[0], -1, cw, cw)
+            self._core = (0, (), 0, self._zeros[0], -1, cw, cw)  # the goal dialog
         self._memo = {}
         self._mask_memo = {}
         self._oracle_memo = {}
         self._rest_memo = {}
         self._token_cache = {}
-        self._frame_cache: dict[Any, Any] = {}  # screenshot bases, see screenshot.py
+        self._frame_cache = {}
         self._instruction = self._make_instruction()
         self._buttons = [BUTTON, TOKEN_ID["close"], NONE, NONE, NONE, 0, 0, 0, 0, 0] if k.instant_apply else [
             BUTTON, TOKEN_ID["ok"], NONE, NONE, NONE, BUTTON, TOKEN_ID["cancel"], NONE, NONE, NONE]  # fmt: skip
-
-    # ------------------------------------------------------------ rendering
-    def _rgb_array(self) -> np.ndarray:
-        """``"rgb_array"``: a 160 x 240 screenshot (boxes, word bars, checkbox marks, yellow focus)."""
-        return draw_screen(self)

@@ -67,7 +67,7 @@ class GUIObservation(GUIDynamics):
         return tokens + [0] * (MAX_GOALS * GOAL_TOKENS - len(tokens))
 
     def _tokens(self) -> list[int]:
-        dialog, path, page, offsets, focus = self._core[:5]
+        dialog, path, page, offsets, focus, _, _ = self._core
         if dialog < 0:
             screen = self._token_cache.get(path)
             if screen is None:
@@ -113,7 +113,7 @@ class GUIObservation(GUIDynamics):
         return tokens + [0] * (SLOT_TOKENS * (TAB_SLOTS - len(self._d_tabs[dialog])))
 
     def _text(self) -> str:
-        dialog, path, page, offsets, focus = self._core[:5]
+        dialog, path, page, offsets, focus, _, _ = self._core
         lines = [self._task_text()]
         if dialog < 0:
             lines += self._menu_lines(path)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rla_gym.envs.gui.dynamics import GUIDynamics
+from rla_gym.envs.gui.dynamics import WRONG_PENDING, WRONG_SAVED, GUICore, GUIDynamics
 from rla_gym.envs.gui.layout import KIND_CHECK, ROWS, WAIT_
 
 
@@ -73,7 +73,7 @@ class GUIOracle(GUIDynamics):
             self._rest_memo[cw] = total
         return total - prefix
 
-    def _cost(self, core: tuple[Any, ...]) -> int:
+    def _cost(self, core: GUICore) -> int:
         dialog, path, page, offsets, focus, pw, cw = core
         if not cw:
             return 0
@@ -88,7 +88,7 @@ class GUIOracle(GUIDynamics):
             cost = self._memo[key] = self._plan(core)
         return cost
 
-    def _plan(self, core: tuple[Any, ...]) -> int:
+    def _plan(self, core: GUICore) -> int:
         dialog, path, page, offsets, focus, pw, cw = core
         if dialog < 0:
             return self._rest(cw, path)
@@ -110,7 +110,7 @@ class GUIOracle(GUIDynamics):
 
     def _oracle_actions(self) -> list[int]:
         core = self._core
-        key = (self._screen_key(), core[5], core[6])
+        key = (self._screen_key(), core[WRONG_PENDING], core[WRONG_SAVED])
         best = self._oracle_memo.get(key)
         if best is None:
             target = self._cost(core) - 1
