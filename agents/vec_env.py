@@ -33,8 +33,9 @@ class BatchedVecEnv(VecEnv):
     ``infos[i]["terminal_observation"]``, its last info is ``infos[i]`` and the new episode's
     reset info is ``reset_infos[i]`` (``TimeLimit.truncated`` marks a step-budget cut).
     ``env_method``, ``get_attr`` and ``set_attr`` reach the bare sub-envs, so
-    ``env_method("set_task", task, indices=[i])`` and MaskablePPO's ``action_masks`` work as
-    with ``DummyVecEnv``. ``envs`` are the bare sub-envs (the group trainer steps them itself).
+    ``env_method("set_task", task, indices=[i])`` works as with ``DummyVecEnv``; MaskablePPO's
+    ``env_method("action_masks")`` reads the batch's current masks. ``envs`` are the bare
+    sub-envs (the group trainer steps them itself).
 
     Examples:
         >>> import rla_gym
@@ -105,6 +106,9 @@ class BatchedVecEnv(VecEnv):
     def env_method(
         self, method_name: str, *args: Any, indices: VecEnvIndices = None, **kwargs: Any
     ) -> list[Any]:
+        if method_name == "action_masks":  # the batch holds the masks (array-state sub-envs do not)
+            masks = self.vector.action_masks()
+            return [masks[i] for i in self._indices(indices)]
         return [getattr(self.envs[i], method_name)(*args, **kwargs) for i in self._indices(indices)]
 
     def env_is_wrapped(self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None) -> list[bool]:

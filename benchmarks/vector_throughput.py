@@ -5,7 +5,9 @@
 Each configuration steps random actions drawn among each sub-env's admissible commands (the
 mask is read from the batched info, vectorised, so both envs pay the same), resets included,
 at difficulty 0.25, with the full info (oracle fields included) unless a row says
-``oracle_info=False``. Timing runs for about ``--seconds`` per configuration; ``mib_*`` is the
+``oracle_info=False``. ``batched`` is ``gym.make_vec``'s default: the array-state env where
+the family has one (``array_state``), whose ``lean_loop`` column is the same family through
+the lean loop over bare envs (``array_state=False``). Timing runs for about ``--seconds`` per configuration; ``mib_*`` is the
 memory a fresh env holds after its reset and 20 steps (``tracemalloc``, on a separate
 instance). MiniGrid-Empty-8x8-v0 (a single env, ``gym.make``) is the anchor, measured in the
 same run. SyncVectorEnv is skipped above 1024 envs (it would take minutes to build).
@@ -27,6 +29,7 @@ import minigrid  # noqa: F401  (registers the anchor)
 import numpy as np
 
 import rla_gym
+from rla_gym.vector import RLAVectorEnv
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -96,12 +99,17 @@ def main() -> None:
         for n in args.num_envs:
             batched, batched_mem = measure(_maker(env_id, n), args.seconds)
             lean, lean_mem = measure(_maker(env_id, n, oracle_info=False), args.seconds)
+            array_state = type(_maker(env_id, 1)()) is not RLAVectorEnv
+            loop = batched
+            if array_state:  # the same family through the lean loop over bare envs
+                loop, _ = measure(_maker(env_id, n, array_state=False), args.seconds)
             sync = sync_mem = float("nan")
             if n <= 1024:
                 sync, sync_mem = measure(_maker(env_id, n, vectorization_mode="sync"), args.seconds)
             ratio = None if np.isnan(sync) else round(batched / sync, 2)
             row = {
-                "env": env_id, "num_envs": n, "batched": round(batched), "batched_no_oracle": round(lean),
+                "env": env_id, "num_envs": n, "array_state": array_state, "batched": round(batched),
+                "batched_no_oracle": round(lean), "lean_loop": round(loop),
                 "sync": None if np.isnan(sync) else round(sync), "ratio_to_sync": ratio,
                 "ratio_to_minigrid": round(batched / reference, 2), "mib_batched": round(batched_mem, 1),
                 "mib_sync": None if np.isnan(sync_mem) else round(sync_mem, 1),

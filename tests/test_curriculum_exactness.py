@@ -81,12 +81,16 @@ def test_single_env_wrapper_is_exact() -> None:
     ("mode", "autoreset"),
     [("sync", AutoresetMode.NEXT_STEP), ("sync", AutoresetMode.SAME_STEP), ("async", AutoresetMode.NEXT_STEP),
      ("async", AutoresetMode.SAME_STEP), ("vector_entry_point", AutoresetMode.NEXT_STEP),
-     ("vector_entry_point", AutoresetMode.SAME_STEP)],
+     ("vector_entry_point", AutoresetMode.SAME_STEP), ("array_state", AutoresetMode.NEXT_STEP),
+     ("array_state", AutoresetMode.SAME_STEP)],
 )  # fmt: skip
 def test_gymnasium_vector_wrapper_is_exact(mode: str, autoreset: AutoresetMode) -> None:
     curriculum = RecordingCurriculum()
-    if mode == "vector_entry_point":  # the batched env takes its settings as keyword arguments
-        base = gym.make_vec(ENV_ID, N_ENVS, vectorization_mode=mode, autoreset_mode=autoreset)
+    if mode in ("vector_entry_point", "array_state"):  # the batched env takes keyword arguments
+        base = gym.make_vec(
+            ENV_ID, N_ENVS, vectorization_mode="vector_entry_point", autoreset_mode=autoreset,
+            array_state=mode == "array_state",
+        )  # fmt: skip
     else:
         base = gym.make_vec(
             ENV_ID, N_ENVS, vectorization_mode=mode, vector_kwargs={"autoreset_mode": autoreset}

@@ -12,7 +12,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 import rla_gym
 from agents.vec_env import BatchedVecEnv
 from rla_gym.core import Task
-from rla_gym.vector import RLAVectorEnv
+from rla_gym.vector import ARRAY_STATE_MIN_ENVS, RLAVectorEnv
 
 N = 5
 
@@ -196,7 +196,7 @@ def test_textnav_array_state_env_matches_the_lean_loop_at_every_difficulty(autor
 
     n = 22  # difficulties 0, 0.05, ..., 1: live / route / no directions, closed and locked doors, bring
     kwargs = {"difficulty": 0.5, "autoreset_mode": autoreset}
-    ours = gym.make_vec("RLA-TextNav-v0", num_envs=n, **kwargs)
+    ours = gym.make_vec("RLA-TextNav-v0", num_envs=n, array_state=True, **kwargs)
     theirs = gym.make_vec("RLA-TextNav-v0", num_envs=n, array_state=False, **kwargs)
     assert isinstance(ours, TextNavVectorEnv) and type(theirs) is RLAVectorEnv
     levels = np.round(np.linspace(0.0, 1.0, n), 3)
@@ -228,13 +228,30 @@ def test_textnav_array_state_env_matches_the_lean_loop_at_every_difficulty(autor
 def test_array_state_is_chosen_per_family_and_mode() -> None:
     from rla_gym.envs.textnav_vector import TextNavVectorEnv
 
-    assert isinstance(gym.make_vec("RLA-TextNav-v0", 2), TextNavVectorEnv)
-    assert type(gym.make_vec("RLA-TextNav-v0", 2, obs_mode="text")) is RLAVectorEnv
-    assert type(gym.make_vec("RLA-TextNav-v0", 2, array_state=False)) is RLAVectorEnv
-    assert type(gym.make_vec("RLA-GUI-v0", 2)) is RLAVectorEnv
-    flat = gym.make_vec("RLA-TextNav-v0", 3, obs_mode="flat", difficulty=0.7)
+    big = ARRAY_STATE_MIN_ENVS
+    assert isinstance(gym.make_vec("RLA-TextNav-v0", big), TextNavVectorEnv)
+    assert type(gym.make_vec("RLA-TextNav-v0", big - 1)) is RLAVectorEnv  # numpy overhead wins below
+    assert isinstance(gym.make_vec("RLA-TextNav-v0", 2, array_state=True), TextNavVectorEnv)
+    assert type(gym.make_vec("RLA-TextNav-v0", big, obs_mode="text")) is RLAVectorEnv
+    assert type(gym.make_vec("RLA-TextNav-v0", big, array_state=False)) is RLAVectorEnv
+    assert type(gym.make_vec("RLA-GUI-v0", big)) is RLAVectorEnv
+    with pytest.raises(TypeError, match="array_state must be True, False or None, got 'yes'"):
+        gym.make_vec("RLA-TextNav-v0", 2, array_state="yes")
+    flat = gym.make_vec("RLA-TextNav-v0", 3, obs_mode="flat", difficulty=0.7, array_state=True)
     obs, info = flat.reset(seed=2)
     assert obs.shape == (3, 69 + 24) and obs.dtype == np.float32
     assert np.array_equal(obs[:, 69:], info["action_mask"])
     with pytest.raises(ValueError, match="'text' uses RLAVectorEnv"):
         TextNavVectorEnv(2, obs_mode="text")
+
+
+def test_action_masks_come_from_the_batch_for_maskable_ppo() -> None:
+    """MaskablePPO asks ``env_method("action_masks")``; the array-state sub-envs hold no state."""
+    venv = BatchedVecEnv("RLA-TextNav-v0", 6, seed=1, env_kwargs={"difficulty": 0.6, "array_state": True})
+    obs = venv.reset()
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        masks = np.stack(venv.env_method("action_masks"))
+        assert masks.dtype == bool and np.array_equal(masks, obs["action_mask"].astype(bool))
+        assert np.array_equal(np.stack(venv.vector.call("action_masks")), masks)
+        obs, _, _, _ = venv.step(_masked_actions(obs["action_mask"], rng))
