@@ -267,7 +267,7 @@ def test_grpo_steps_on_textnav_train_with_the_papers_turn_advantages(tmp_path: P
 
 def llm_page_trl_example() -> str:
     page = (ROOT / "docs" / "llm.md").read_text()
-    (code,) = [block for block in re.findall(r"```py\n(.*?)```", page, flags=re.S) if "Trainer" in block]
+    (code,) = [block for block in re.findall(r"```python\n(.*?)```", page, flags=re.S) if "Trainer" in block]
     return code
 
 
