@@ -63,3 +63,18 @@ def test_one_curriculum_served_by_a_ray_actor_sees_every_runners_episodes_exactl
             assert set(keys[:40]) <= set(reported)
     finally:
         ray.shutdown()
+
+
+def test_cleanrl_style_script_runs_and_the_curriculum_sees_every_episode(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    page = (ROOT / "docs" / "integrations.md").read_text()
+    code = next(b for b in re.findall(r"```python\n(.*?)```", page, flags=re.S) if "class Agent" in b)
+    namespace: dict = {}
+    exec(compile(code, "integrations.md", "exec"), namespace)
+    finished, told, difficulty = capsys.readouterr().out.split()[-3:]
+    assert int(finished) == int(told) == namespace["curriculum"].episodes > 300  # each episode reported once
+    assert 0.0 < float(difficulty) <= 0.5 and namespace["curriculum"].metrics()["moves"] > 0
