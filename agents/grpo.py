@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 from gymnasium import spaces
+from gymnasium.vector import AutoresetMode
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.vec_env import VecEnv
@@ -35,6 +36,7 @@ from stable_baselines3.common.vec_env import VecEnv
 from agents.trajectories import Trajectory
 from rla_gym.curricula.base import Curriculum, EpisodeResult
 from rla_gym.stats import group_advantages
+from rla_gym.vector import RLAVectorEnv
 
 GROUP_FILTERS = ("all", "mixed")
 __all__ = ["GROUP_FILTERS", "GroupPPO", "group_advantages", "keeps_group"]
@@ -121,8 +123,11 @@ class GroupPPO(OnPolicyAlgorithm):
 
     # ------------------------------------------------------------ collection
     def _act(self, observations: list[dict[str, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-        """Sampled actions and their log-probabilities for a batch of observations."""
-        batch = {key: np.stack([o[key] for o in observations]) for key in observations[0]}
+        """Sampled actions and their log-probabilities for a list of observations."""
+        return self._act_batch({key: np.stack([o[key] for o in observations]) for key in observations[0]})
+
+    def _act_batch(self, batch: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """Sampled actions and their log-probabilities for a batch of observations (arrays)."""
         with torch.no_grad():
             obs_tensor, _ = self.policy.obs_to_tensor(batch)
             if self.masked:
@@ -136,11 +141,26 @@ class GroupPPO(OnPolicyAlgorithm):
         self, env: VecEnv, callback: BaseCallback, rollout_buffer: Any, n_rollout_steps: int
     ) -> bool:
         """One round: ``groups`` tasks, ``group_size`` rollouts each, then the group advantages."""
-        envs: list[Any] = env.envs  # type: ignore[attr-defined]
         self.policy.set_training_mode(False)
         callback.on_rollout_start()
         tasks = [task for g in range(self.groups) for task in self.curriculum.next_group(g, self.group_size)]
         trains = [self.curriculum.trains_on(task) for task in tasks]
+        vector = getattr(env, "vector", None)
+        if isinstance(vector, RLAVectorEnv):
+            rollouts = self._run_batched(vector, tasks, callback)
+        else:
+            rollouts = self._run_each(env.envs, tasks, callback)  # type: ignore[attr-defined]
+        if rollouts is None:
+            return False
+        steps, outcomes, returns = rollouts
+        self._finish_round(tasks, trains, steps, outcomes, returns)
+        callback.on_rollout_end()
+        return True
+
+    def _run_each(
+        self, envs: list[Any], tasks: list[Any], callback: BaseCallback
+    ) -> tuple[list[list[Any]], np.ndarray, np.ndarray] | None:
+        """The round's rollouts, each env stepped on its own (a ``DummyVecEnv``'s envs)."""
         obs: list[Any] = []
         distances = np.zeros(len(tasks))
         for i, task in enumerate(tasks):
@@ -180,10 +200,70 @@ class GroupPPO(OnPolicyAlgorithm):
             active = still
             callback.update_locals(locals())
             if not callback.on_step():
-                return False
-        self._finish_round(tasks, trains, steps, outcomes, returns)
-        callback.on_rollout_end()
-        return True
+                return None
+        return steps, outcomes, returns
+
+    def _run_batched(
+        self, vector: RLAVectorEnv, tasks: list[Any], callback: BaseCallback
+    ) -> tuple[list[list[Any]], np.ndarray, np.ndarray] | None:
+        """The round's rollouts on a batched vector env: one call steps every sub-env.
+
+        The same rollouts as :meth:`_run_each` (same tasks, same policy batches in the same
+        order). For the round the vector env runs with autoreset DISABLED, so a sub-env whose
+        episode has ended waits, unstepped, for the others."""
+        mode = vector.metadata["autoreset_mode"]
+        vector.metadata["autoreset_mode"] = AutoresetMode.DISABLED
+        try:
+            return self._run_batched_round(vector, tasks, callback)
+        finally:
+            vector.metadata["autoreset_mode"] = mode
+
+    def _run_batched_round(
+        self, vector: RLAVectorEnv, tasks: list[Any], callback: BaseCallback
+    ) -> tuple[list[list[Any]], np.ndarray, np.ndarray] | None:
+        n = len(tasks)
+        vector.set_tasks(tasks)
+        obs, info = vector.reset()
+        keys = np.array([task.key for task in tasks], dtype=np.int64)
+        if not np.array_equal(info["task_key"], keys):
+            wrong = int(np.flatnonzero(info["task_key"] != keys)[0])
+            ran = info["task_key"][wrong]
+            raise RuntimeError(f"env {wrong} ran task key {ran}, not the assigned {tasks[wrong]}")
+        distances = info["distance"].astype(np.float64)
+        # per env: (obs, action, log_prob, next tokens, label, gain)
+        steps: list[list[Any]] = [[] for _ in tasks]
+        outcomes = np.zeros(n, dtype=np.int64)
+        returns = np.zeros(n)
+        running = np.ones(n, dtype=bool)
+        noop = vector.envs[0].noop_action
+        gamma = self.reward_env.gamma
+        while running.any():
+            active = np.flatnonzero(running)
+            tokens, masks = obs["tokens"][active], obs["action_mask"][active]
+            chosen, log_probs = self._act_batch({"tokens": tokens, "action_mask": masks})
+            actions = np.full(n, noop, dtype=np.int64)
+            actions[active] = chosen
+            obs, rewards, terminated, truncated, info = vector.step(actions)
+            done = (terminated | truncated)[active]
+            distance = info["distance"][active].astype(np.float64)
+            gains = distances[active] - np.where(done, 0.0, gamma * distance)
+            distances[active] = distance
+            labels = np.where(info["progress"][active] == 1, 1, -1)
+            next_tokens = obs["tokens"][active]
+            for k, i in enumerate(active.tolist()):
+                row = {"tokens": tokens[k], "action_mask": masks[k]}
+                steps[i].append((row, int(chosen[k]), float(log_probs[k]), next_tokens[k], int(labels[k]),
+                                 float(gains[k])))  # fmt: skip
+            returns[active] += rewards[active]
+            finished = active[done]
+            outcomes[finished] = info["outcome"][finished]
+            self.ep_success_buffer.extend(info["is_success"][finished].tolist())  # type: ignore[union-attr]
+            running[finished] = False
+            self.num_timesteps += active.size
+            callback.update_locals(locals())
+            if not callback.on_step():
+                return None
+        return steps, outcomes, returns
 
     def _finish_round(
         self,

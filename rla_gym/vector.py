@@ -34,8 +34,10 @@ class RLAVectorEnv(VectorEnv):
     """``num_envs`` sub-envs of ``env_cls`` (an :class:`~rla_gym.core.RLAEnv` family) in one env.
 
     Keyword arguments are those of ``gym.make`` (``difficulty``, ``obs_mode``), plus
-    ``autoreset_mode`` (``NEXT_STEP``, Gymnasium's default, or ``SAME_STEP``, where a finished
-    sub-env's last observation and info go to ``info["final_obs"]`` / ``info["final_info"]``)
+    ``autoreset_mode`` (``NEXT_STEP``, Gymnasium's default; ``SAME_STEP``, where a finished
+    sub-env's last observation and info go to ``info["final_obs"]`` / ``info["final_info"]``;
+    or ``DISABLED``, where a finished sub-env stays as it is, unstepped and unreported (its
+    ``_key`` masks False, its action ignored) until ``reset(options={"reset_mask": ...})``)
     and ``oracle_info`` (False leaves ``oracle_mask`` out of the infos, the costliest key).
     Per-sub-env tasks: ``set_attr("pinned_task", [t0, t1, ...])``, :meth:`set_tasks` or
     :meth:`set_difficulties`, one call for all sub-envs; a change applies at each sub-env's
@@ -78,8 +80,8 @@ class RLAVectorEnv(VectorEnv):
         if obs_mode not in OBS_MODES:
             raise ValueError(f"obs_mode must be one of {OBS_MODES}, got {obs_mode!r}")
         mode = AutoresetMode(autoreset_mode)
-        if mode not in (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP):
-            raise ValueError(f"autoreset_mode must be NEXT_STEP or SAME_STEP, got {autoreset_mode!r}")
+        if mode not in (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED):
+            raise ValueError(f"autoreset_mode must be NEXT_STEP, SAME_STEP or DISABLED, got {autoreset_mode!r}")
         if render_mode is not None:
             raise ValueError(f"RLAVectorEnv does not render; render_mode must be None, got {render_mode!r}")
         self.envs = [env_cls(difficulty, obs_mode=obs_mode) for _ in range(int(num_envs))]
@@ -102,7 +104,7 @@ class RLAVectorEnv(VectorEnv):
 
     @property
     def autoreset_mode(self) -> AutoresetMode:
-        """NEXT_STEP or SAME_STEP, as in ``metadata["autoreset_mode"]`` (``SyncVectorEnv`` has it too)."""
+        """NEXT_STEP, SAME_STEP or DISABLED, as in ``metadata["autoreset_mode"]`` (``SyncVectorEnv`` has it too)."""
         return AutoresetMode(self.metadata["autoreset_mode"])
 
     # ------------------------------------------------------------------ tasks
@@ -188,10 +190,12 @@ class RLAVectorEnv(VectorEnv):
         outcome = np.zeros(n, dtype=np.int64)
         info = self._empty_info()
         same_step = self.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
+        frozen = self._autoreset.copy() if self.autoreset_mode == AutoresetMode.DISABLED else None
         finals: list[tuple[int, Any, dict[str, Any]]] = []
         for i, env in enumerate(self.envs):
-            if self._autoreset[i]:  # NEXT_STEP: this step only resets the sub-env
-                env._begin()
+            if self._autoreset[i]:  # NEXT_STEP: this step only resets the sub-env; DISABLED: none
+                if frozen is None:
+                    env._begin()
                 continue
             success, cut, invalid[i], progress[i] = env._advance(int(acts[i]))
             if success or cut:
@@ -209,6 +213,10 @@ class RLAVectorEnv(VectorEnv):
         if same_step:
             if finals:
                 self._add_finals(info, finals)
+        elif frozen is not None:  # finished sub-envs stay as they are, unreported, until reset
+            self._autoreset = frozen | terminated | truncated
+            for key in self._keys:
+                info["_" + key][frozen] = False
         else:
             self._autoreset = terminated | truncated
         return self._observations(), rewards, terminated, truncated, info

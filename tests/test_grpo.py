@@ -163,3 +163,47 @@ def test_grpo_does_not_train_on_rounds_whose_proposal_was_rejected() -> None:
     model.learn(1, callback=callback)
     assert model.round_stats["rejected_groups"] == 1.0 and model.round_stats["trained_share"] == 0.0
     assert all(torch.equal(a, b) for a, b in zip(before, model.policy.parameters(), strict=True))
+
+
+def test_batched_collection_runs_the_same_rounds_as_stepping_each_env() -> None:
+    """On the array-state vector env the group trainer steps every env in one call; with the same
+    seeds it collects exactly the rollouts the per-env path collects and trains to the same weights."""
+    from agents.vec_env import BatchedVecEnv
+    from rla_gym.envs.textnav_vector import TextNavVectorEnv
+
+    torch.set_num_threads(1)
+    runs = []
+    for vec_env in ("dummy", "batched"):
+        settings = LoopSettings(
+            algo="grpo", mode="env", difficulty=0.3, groups=8, group_size=8, seed=3, device="cpu",
+            vec_env=vec_env,
+        )  # fmt: skip
+        model, callback = build_loop(settings)
+        if vec_env == "batched":
+            assert isinstance(model.env, BatchedVecEnv) and isinstance(model.env.vector, TextNavVectorEnv)
+        rounds = []
+        finish = model._finish_round
+
+        def spy(tasks, trains, steps, outcomes, returns, rounds=rounds, finish=finish) -> None:
+            rounds.append((tasks, steps, outcomes.copy(), returns.copy()))
+            finish(tasks, trains, steps, outcomes, returns)
+
+        model._finish_round = spy  # type: ignore[method-assign]
+        model.learn(2_500, callback=callback)  # a few rounds
+        runs.append((model, rounds))
+    (model_a, rounds_a), (model_b, rounds_b) = runs
+    assert len(rounds_a) == len(rounds_b) >= 2 and model_a.num_timesteps == model_b.num_timesteps
+    for (tasks_a, steps_a, out_a, ret_a), (tasks_b, steps_b, out_b, ret_b) in zip(
+        rounds_a, rounds_b, strict=True
+    ):
+        assert tasks_a == tasks_b
+        assert np.array_equal(out_a, out_b) and np.array_equal(ret_a, ret_b)
+        assert set(out_a.tolist()) == {-1, 1}  # successes and failures both happen
+        for episode_a, episode_b in zip(steps_a, steps_b, strict=True):
+            assert len(episode_a) == len(episode_b)
+            for a, b in zip(episode_a, episode_b, strict=True):
+                assert np.array_equal(a[0]["tokens"], b[0]["tokens"])
+                assert np.array_equal(a[0]["action_mask"], b[0]["action_mask"])
+                assert a[1:3] == b[1:3] and np.array_equal(a[3], b[3]) and a[4:] == b[4:]
+    for p, q in zip(model_a.policy.parameters(), model_b.policy.parameters(), strict=True):
+        assert torch.equal(p, q)

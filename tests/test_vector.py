@@ -176,10 +176,10 @@ def test_the_curriculum_adapter_declares_the_autoreset_mode(mode: AutoresetMode)
         CurriculumVectorWrapper(stats, FixedCurriculum("RLA-TextNav-v0", 0.2))
 
 
-def _oracle_led_actions(info: dict[str, Any], rng: np.random.Generator) -> np.ndarray:
+def _oracle_led_actions(oracles: np.ndarray, masks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Mostly the oracle's commands (so hard tasks finish too), some admissible, some any."""
     actions = []
-    for oracle, admissible in zip(info["oracle_mask"], info["action_mask"], strict=True):
+    for oracle, admissible in zip(oracles, masks, strict=True):
         u = rng.random()
         if u < 0.7 and oracle.any():
             actions.append(rng.choice(np.flatnonzero(oracle)))
@@ -190,7 +190,9 @@ def _oracle_led_actions(info: dict[str, Any], rng: np.random.Generator) -> np.nd
     return np.array(actions, dtype=np.int64)
 
 
-@pytest.mark.parametrize("autoreset", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+@pytest.mark.parametrize(
+    "autoreset", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED]
+)
 def test_textnav_array_state_env_matches_the_lean_loop_at_every_difficulty(autoreset: AutoresetMode) -> None:
     from rla_gym.envs.textnav_vector import TextNavVectorEnv
 
@@ -208,13 +210,24 @@ def test_textnav_array_state_env_matches_the_lean_loop_at_every_difficulty(autor
     _same_info(info_a, info_b)
     rng = np.random.default_rng(0)
     outcomes: list[int] = []
-    for _ in range(700):
-        actions = _oracle_led_actions(info_b, rng)
+    finished = np.zeros(n, dtype=bool)
+    for t in range(700):
+        if autoreset == AutoresetMode.DISABLED and t % 5 == 4 and finished.any():
+            options = {"reset_mask": finished.copy()}  # restart the finished ones by hand
+            obs_a, info_a = ours.reset(options=options)
+            obs_b, info_b = theirs.reset(options=options)
+            assert _same(obs_a, obs_b)
+            _same_info(info_a, info_b)
+            finished[:] = False
+        actions = _oracle_led_actions(info_b["oracle_mask"], obs_b["action_mask"], rng)
         obs_a, r_a, term_a, trunc_a, info_a = ours.step(actions)
         obs_b, r_b, term_b, trunc_b, info_b = theirs.step(actions)
         assert _same(obs_a, obs_b) and np.array_equal(r_a, r_b)
         assert np.array_equal(term_a, term_b) and np.array_equal(trunc_a, trunc_b)
         _same_info(info_a, info_b, skip=("final_obs", "final_info"))
+        if autoreset == AutoresetMode.DISABLED:  # finished sub-envs stay finished, unreported
+            assert not (finished & (term_b | trunc_b)).any() and not info_b["_distance"][finished].any()
+            finished |= term_b | trunc_b
         for i in np.flatnonzero(term_b | trunc_b):
             if autoreset == AutoresetMode.SAME_STEP:
                 assert _same(info_a["final_obs"][i], info_b["final_obs"][i])

@@ -144,12 +144,15 @@ class TextNavVectorEnv(RLAVectorEnv):
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         acts = self._check_actions(actions)
         n = self.num_envs
-        starting = np.flatnonzero(self._autoreset)
-        if starting.size:  # NEXT_STEP: these sub-envs only start their next episode
-            self._start(starting)
-            active = np.flatnonzero(~self._autoreset)
-        else:
+        disabled = self.autoreset_mode == AutoresetMode.DISABLED
+        frozen = self._autoreset.copy()
+        if not frozen.any():
             active = self._rows_all
+        elif disabled:  # finished sub-envs stay as they are until reset
+            active = np.flatnonzero(~frozen)
+        else:  # NEXT_STEP: these sub-envs only start their next episode
+            self._start(np.flatnonzero(frozen))
+            active = np.flatnonzero(~frozen)
         invalid = np.zeros(n, dtype=bool)
         progress = np.zeros(n, dtype=np.int64)
         outcome = np.zeros(n, dtype=np.int64)
@@ -173,6 +176,10 @@ class TextNavVectorEnv(RLAVectorEnv):
         else:
             self._autoreset = terminated | truncated
         info = self._array_info(invalid, progress, outcome)
+        if disabled:
+            self._autoreset |= frozen
+            for key in self._keys:
+                info["_" + key][frozen] = False
         return self._observations(), rewards, terminated, truncated, info
 
     # ---------------------------------------------------------- generation
