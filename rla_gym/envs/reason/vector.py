@@ -1,0 +1,476 @@
+"""RLA-Reason-v0's batched vector env with its state in arrays.
+
+:class:`ReasonVectorEnv` serves the ``dict`` and ``flat`` observations (``obs_mode="text"``
+keeps the lean loop of :class:`~rla_gym.vector.RLAVectorEnv`). Worksheets are still generated
+by the single env's code, one sub-env at a time at its reset, and then read into arrays; every
+step after that (the buffer, the checked write, the admissible mask, the token observation, the
+exact oracle distance and the oracle's commands) is a fixed number of numpy operations over all
+N sub-envs at once. The trajectories are exactly those of single envs given the same tasks and
+actions (``tests/test_vector_reason.py``).
+
+The state of a sub-env is small: the rows written (a bitmask), the answer buffer (at most four
+characters) and the rejected flag. Strings are compared through *prefix codes*: the first j
+characters of a string ``c_0 c_1 ...`` (characters numbered 0-10, ``0123456789-``) code to
+``sum_{i<j} (c_i + 1) * 12**i``, which is unique across all strings of at most four
+characters, so two strings share a prefix of length j exactly when their j-th prefix codes are
+equal. Each row keeps the codes of its value's four prefixes, the buffer keeps its own, and:
+
+- a write is correct when the buffer's code equals the row value's full code;
+- the common prefix of the buffer and row r is the number of equal prefix codes (equality of
+  the j-th prefix implies it for every shorter one);
+- the oracle distance (:meth:`ReasonEnv._distance`) is ``left + len(buffer) - 2 * C``, C the
+  longest common prefix of the buffer with a ready row (0 if none);
+- the oracle's commands (:meth:`ReasonEnv._oracle_actions`) are, over the ready rows whose
+  value starts with the buffer (common prefix = buffer length), a write where the value is the
+  buffer and the value's next character otherwise, and erase when the buffer is not empty and
+  starts no ready value.
+
+A row is ready when it is not written and every row it depends on is (the single env adds rows
+to its ready list exactly then); the worksheet tokens change only when a row is written, so
+they are rebuilt then, for the sub-envs that wrote, from per-row static tokens (label,
+operator, operands, with a row operand's value token once that row is written).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, cast
+
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from rla_gym.envs.reason.env import ERASE, MINUS, THINK, WRITE_, ReasonEnv
+from rla_gym.envs.reason.tasks import (
+    BUFFER,
+    CHAR_TOK,
+    CHARS,
+    DONE,
+    FAMILIES,
+    HIDDEN,
+    LABELS,
+    MEMORY,
+    NONE,
+    NUM0,
+    READY,
+    ROWS,
+    TOK,
+    VARS,
+    WAITING,
+)
+from rla_gym.vector import RLAVectorEnv
+
+ROW0 = 4 + 2 * MEMORY  # first worksheet token (after the task and the memory)
+BUF0 = ROW0 + 6 * ROWS  # first buffer token
+TAIL = BUF0 + BUFFER  # the ok / rejected token
+PAD = len(CHARS)  # character number of an empty buffer position
+CODE_BASE = 12  # prefix codes are base-12 numerals with digits 1-11
+EMPTY = -2  # prefix code of a buffer prefix longer than the buffer (matches no row)
+ZERO_CODE, MINUS_CODE = CHARS.index("0") + 1, MINUS + 1  # codes of the buffers "0" and "-"
+_POW = CODE_BASE ** np.arange(BUFFER + 1, dtype=np.int64)
+_ROW = np.arange(ROWS)
+_BIT = np.left_shift(1, _ROW)
+_CHAIN = np.where(_ROW > 0, np.left_shift(1, np.maximum(_ROW - 1, 0)), 0)  # row r waits for r - 1
+_CHAR_TOKENS = np.array([CHAR_TOK[c] for c in CHARS] + [NONE], dtype=np.int64)
+_LABEL0 = TOK[LABELS[0]]  # row labels s1..s10 are consecutive tokens
+_FAMILY = {name: k for k, name in enumerate(FAMILIES)}
+_LIST, _TRACE = _FAMILY["list"], _FAMILY["trace"]
+_VAR = {name: k for k, name in enumerate(VARS)}
+_OK, _REJECTED, _USED, _UNUSED = TOK["ok"], TOK["rejected"], TOK["used"], TOK["unused"]
+
+
+@functools.lru_cache(maxsize=4096)
+def _allowed_row(allowed: str) -> tuple[bool, ...]:
+    """The characters of ``allowed`` as flags in ``CHARS`` order (digits, then the minus sign)."""
+    return tuple(c in allowed for c in CHARS)
+
+
+class ReasonVectorEnv(RLAVectorEnv):
+    """``num_envs`` Reason sub-envs whose state lives in arrays (see the module docstring).
+
+    Takes the keyword arguments of :class:`~rla_gym.vector.RLAVectorEnv`; ``obs_mode`` must be
+    ``"dict"`` or ``"flat"``. The bare sub-envs in ``envs`` choose and generate each episode's
+    task (``set_attr("pinned_task", ...)``, ``set_difficulties`` and ``get_attr("task")`` work
+    as for the lean loop); the running state is in this object's arrays, not in theirs.
+
+    Examples:
+        >>> from rla_gym.envs.reason.vector import ReasonVectorEnv
+        >>> envs = ReasonVectorEnv(3, difficulty=0.2)
+        >>> obs, info = envs.reset(seed=0)
+        >>> obs["tokens"].shape, info["distance"].shape
+        ((3, 93), (3,))
+    """
+
+    def __init__(self, num_envs: int, **kwargs: Any) -> None:
+        super().__init__(ReasonEnv, num_envs, **kwargs)
+        if self.obs_mode == "text":
+            raise ValueError("ReasonVectorEnv serves obs_mode 'dict' or 'flat'; 'text' uses RLAVectorEnv")
+        n = self.num_envs
+        self._rows_all = np.arange(n)
+        # the worksheet, fixed for the episode
+        self._last = np.zeros(n, dtype=np.int64)  # index of the answer row
+        self._valid = np.zeros((n, ROWS), dtype=bool)  # rows the worksheet has
+        self._deps = np.zeros((n, ROWS), dtype=np.int64)  # bitmask of the rows each row waits for
+        self._length = np.zeros((n, ROWS), dtype=np.int64)  # characters of each row's value
+        self._chars = np.full((n, ROWS, BUFFER), PAD, dtype=np.int64)  # each value's characters
+        self._codes = np.full((n, ROWS, BUFFER), -1, dtype=np.int64)  # its prefix codes (-1: none)
+        self._full = np.zeros((n, ROWS), dtype=np.int64)  # its full code
+        self._maxlen = np.zeros(n, dtype=np.int64)
+        self._allowed = np.zeros((n, len(CHARS)), dtype=bool)
+        self._static = np.zeros((n, ROWS, 6), dtype=np.int64)  # label, operator, operands of a row
+        self._ref = np.full((n, ROWS, 2), ROWS, dtype=np.int64)  # row operands (ROWS: none)
+        self._alt = np.zeros((n, ROWS, 2), dtype=np.int64)  # their value tokens
+        self._value_tokens = np.zeros((n, ROWS), dtype=np.int64)
+        self._trace = np.zeros(n, dtype=bool)  # a trace shows executed statements only
+        self._family = np.zeros(n, dtype=np.int64)
+        self._rank = np.full((n, MEMORY), ROWS, dtype=np.int64)  # list: the row that uses item i
+        self._items = np.zeros((n, MEMORY), dtype=bool)  # list: item slots in use
+        self._label_var = np.full((n, ROWS), -1, dtype=np.int64)  # trace: variable a row assigns
+        self._start_values = np.zeros((n, MEMORY // 2), dtype=np.int64)  # trace: initial values
+        self._variables = np.zeros((n, MEMORY // 2), dtype=bool)  # trace: variable slots in use
+        self._budget_factor = np.zeros(n, dtype=np.float64)
+        self._budget_slack = np.zeros(n, dtype=np.int64)
+        self._difficulty = np.zeros(n, dtype=np.float64)
+        self._task_key = np.zeros(n, dtype=np.int64)
+        self._task_seed = np.zeros(n, dtype=np.int64)
+        # the running state
+        self._written = np.zeros(n, dtype=np.int64)  # bitmask of the rows written
+        self._ready = np.zeros((n, ROWS), dtype=bool)
+        self._buffer = np.full((n, BUFFER), PAD, dtype=np.int64)  # characters typed
+        self._prefix = np.full((n, BUFFER + 1), EMPTY, dtype=np.int64)  # the buffer's prefix codes
+        self._prefix[:, 0] = 0
+        self._size = np.zeros(n, dtype=np.int64)  # buffer length
+        self._rejected = np.zeros(n, dtype=bool)
+        self._left = np.zeros(n, dtype=np.int64)  # commands the unwritten rows cost
+        self._steps = np.zeros(n, dtype=np.int64)
+        self._budget = np.zeros(n, dtype=np.int64)
+        self._optimal = np.zeros(n, dtype=np.int64)
+        self._distance = np.zeros(n, dtype=np.int64)
+        self._oracle = np.zeros((n, len(ReasonEnv.action_names)), dtype=np.int8)
+
+    # -------------------------------------------------------------- gym API
+    def reset(
+        self, *, seed: int | Any = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Reset every sub-env (or those in ``options["reset_mask"]``); seed i is ``seed + i``."""
+        seeds, options, mask = self._reset_args(seed, options)
+        rows = np.flatnonzero(mask)
+        for i in rows.tolist():
+            self.envs[i]._seed_and_configure(seeds[i], options or None)
+        self._start(rows)
+        self._autoreset[mask] = False
+        self._started = True
+        self._refresh()
+        zeros = np.zeros(self.num_envs, dtype=np.int64)
+        info = self._array_info(zeros.astype(bool), zeros, zeros)
+        if not mask.all():  # only the reset sub-envs report
+            for key in self._keys:
+                info["_" + key] = mask.copy()
+        return self._observations(), info
+
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        acts = self._check_actions(actions)
+        n = self.num_envs
+        starting = np.flatnonzero(self._autoreset)
+        if starting.size:  # NEXT_STEP: these sub-envs only start their next episode
+            self._start(starting)
+            active = np.flatnonzero(~self._autoreset)
+        else:
+            active = self._rows_all
+        invalid = np.zeros(n, dtype=bool)
+        progress = np.zeros(n, dtype=np.int64)
+        outcome = np.zeros(n, dtype=np.int64)
+        success, cut = self._advance(active, acts[active], invalid, progress)
+        outcome[active] = np.where(success, 1, np.where(cut, -1, 0))
+        terminated = outcome == 1
+        truncated = outcome == -1
+        rewards = terminated.astype(np.float64)
+        done = np.flatnonzero(terminated | truncated)
+        self._refresh()
+        if self.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP:
+            if done.size:
+                final_obs = self._observations()
+                final_info = self._array_info(invalid, progress, outcome)
+                self._start(done)
+                self._refresh()
+                invalid[done], progress[done], outcome[done] = False, 0, 0
+                info = self._array_info(invalid, progress, outcome)
+                self._add_array_finals(info, done, final_obs, final_info)
+                return self._observations(), rewards, terminated, truncated, info
+        else:
+            self._autoreset = terminated | truncated
+        info = self._array_info(invalid, progress, outcome)
+        return self._observations(), rewards, terminated, truncated, info
+
+    # ---------------------------------------------------------- generation
+    def _env(self, i: int) -> ReasonEnv:
+        return cast(ReasonEnv, self.envs[i])
+
+    def _start(self, rows: np.ndarray) -> None:
+        """Start the next episode of each sub-env in ``rows``: generate, then read into arrays."""
+        if rows.size == 0:
+            return
+        sheets, values, sizes, families, allowed, budgets, tasks = [], [], [], [], [], [], []
+        for i in rows.tolist():
+            env = self._env(i)
+            task = env._start_task()
+            sheets.append(env._sheet_tokens)
+            sizes.append(len(env._rows))
+            values.append([row.value for row in env._rows] + [0] * (ROWS - len(env._rows)))
+            families.append(_FAMILY[env._family])
+            allowed.append(_allowed_row(env._allowed))
+            budgets.append((env._knobs.budget_factor, env._knobs.budget_slack))
+            tasks.append((task.difficulty, task.key, task.seed))
+        family = np.array(families)
+        self._family[rows] = family
+        self._trace[rows] = family == _TRACE
+        self._allowed[rows] = allowed
+        self._budget_factor[rows], self._budget_slack[rows] = np.array(budgets).T
+        difficulty, key, seed = zip(*tasks, strict=True)
+        self._difficulty[rows], self._task_key[rows], self._task_seed[rows] = difficulty, key, seed
+        sheet = np.array(sheets, dtype=np.int64)
+        self._tokens[rows, :BUF0] = sheet
+        self._load_values(rows, np.array(values, dtype=np.int64), np.array(sizes))
+        self._load_rows(rows, sheet[:, ROW0:].reshape(-1, ROWS, 6), family)
+        self._load_memory(rows, family)
+        self._written[rows] = 0
+        self._ready[rows] = self._valid[rows] & (self._deps[rows] == 0)
+        self._clear_buffer(rows)
+        self._rejected[rows] = False
+        self._steps[rows] = 0
+        left = self._left[rows]
+        self._optimal[rows] = self._distance[rows] = left
+        self._budget[rows] = np.ceil(left * self._budget_factor[rows]).astype(np.int64)
+        self._budget[rows] += self._budget_slack[rows]
+
+    def _load_values(self, rows: np.ndarray, values: np.ndarray, sizes: np.ndarray) -> None:
+        """Row values into characters, lengths and prefix codes (``str(value)`` in numpy)."""
+        valid = sizes[:, None] > _ROW
+        negative = values < 0
+        magnitude = np.abs(values)
+        digits = 1 + (magnitude >= 10) + (magnitude >= 100)
+        length = np.where(valid, digits + negative, 0)
+        place = np.arange(BUFFER) - negative[..., None]  # digit position from the left
+        power = np.maximum(digits[..., None] - 1 - place, 0)
+        chars = np.where(place < 0, MINUS, magnitude[..., None] // 10**power % 10)
+        inside = np.arange(BUFFER) < length[..., None]
+        chars = np.where(inside, chars, PAD)
+        codes = np.cumsum(np.where(inside, (chars + 1) * _POW[:BUFFER], 0), axis=2)
+        self._valid[rows] = valid
+        self._last[rows] = sizes - 1
+        self._length[rows] = length
+        self._chars[rows] = chars
+        self._codes[rows] = np.where(inside, codes, -1)
+        self._full[rows] = codes[..., -1]
+        self._maxlen[rows] = length.max(axis=1)
+        self._left[rows] = length.sum(axis=1) + sizes
+        self._value_tokens[rows] = NUM0 + values
+
+    def _load_rows(self, rows: np.ndarray, static: np.ndarray, family: np.ndarray) -> None:
+        """Each row's static tokens, row operands and dependencies (the sheet shows them, except
+        a trace's statements to come, read from the env)."""
+        for k in np.flatnonzero(family == _TRACE).tolist():
+            env = self._env(int(rows[k]))
+            for r, row in enumerate(env._rows):
+                operands = (env._operand_token(row.a), env._operand_token(row.b))
+                static[k, r, 1:5] = (TOK[row.label], TOK[row.op], *operands)
+        operand = static[:, :, 3:5]
+        is_ref = (operand >= _LABEL0) & (operand < _LABEL0 + ROWS)
+        ref = np.where(is_ref, operand - _LABEL0, ROWS)
+        values = self._value_tokens[rows]
+        self._static[rows] = static
+        self._ref[rows] = ref
+        self._alt[rows] = np.take_along_axis(
+            values, np.minimum(ref, ROWS - 1).reshape(-1, 2 * ROWS), 1
+        ).reshape(-1, ROWS, 2)
+        ref_bits = np.where(is_ref, np.left_shift(1, np.minimum(ref, ROWS - 1)), 0).sum(axis=2)
+        chain = (family == _LIST) | (family == _TRACE)  # a list or a program goes step by step
+        self._deps[rows] = np.where(chain[:, None], _CHAIN, ref_bits) * self._valid[rows]
+
+    def _load_memory(self, rows: np.ndarray, family: np.ndarray) -> None:
+        """A list's items in the order rows use them; a program's variables and what sets them."""
+        for k in np.flatnonzero(family >= _LIST).tolist():
+            i = int(rows[k])
+            env = self._env(i)
+            if family[k] == _LIST:
+                items = env._items
+                if env._header[1] == "sum":
+                    order = list(range(len(items)))
+                else:  # the k-th smallest: a stable sort, ties in list order
+                    order = sorted(range(len(items)), key=items.__getitem__)
+                rank = [0] * len(items)
+                for place, item in enumerate(order):
+                    rank[item] = place
+                self._rank[i] = ROWS
+                self._rank[i, : len(items)] = rank
+                self._items[i] = np.arange(MEMORY) < len(items)
+            else:
+                start = list(env._start.values())
+                self._start_values[i] = 0
+                self._start_values[i, : len(start)] = start
+                self._variables[i] = np.arange(MEMORY // 2) < len(start)
+                self._label_var[i] = -1
+                self._label_var[i, : len(env._rows)] = [_VAR.get(row.label, -1) for row in env._rows]
+
+    # ------------------------------------------------------------ dynamics
+    def _clear_buffer(self, e: np.ndarray) -> None:
+        self._buffer[e] = PAD
+        self._prefix[e, 1:] = EMPTY
+        self._size[e] = 0
+
+    def _advance(
+        self, e: np.ndarray, a: np.ndarray, invalid: np.ndarray, progress: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Step sub-envs ``e`` with commands ``a``: (success, cut), and fill invalid / progress."""
+        ok = self._masks[e, a] == 1
+        invalid[e] = ~ok
+        typing = ok & (a <= MINUS)
+        if typing.any():
+            t, c = e[typing], a[typing]
+            size = self._size[t]
+            self._buffer[t, size] = c
+            self._prefix[t, size + 1] = self._prefix[t, size] + (c + 1) * _POW[size]
+            self._size[t] = size + 1
+        erase = ok & (a == ERASE)
+        if erase.any():
+            t = e[erase]
+            size = self._size[t] - 1
+            self._buffer[t, size] = PAD
+            self._prefix[t, size + 1] = EMPTY
+            self._size[t] = size
+        self._rejected[e[typing | erase]] = False
+        write = ok & (a >= WRITE_) & (a < THINK)
+        if write.any():
+            t, row = e[write], a[write] - WRITE_
+            right = self._prefix[t, self._size[t]] == self._full[t, row]
+            self._rejected[t] = ~right  # a wrong value stays in the buffer, flagged
+            if right.any():
+                self._write(t[right], row[right])
+        self._steps[e] += 1
+        success = (self._written[e] >> self._last[e]) & 1 == 1
+        distance = self._left[e] + self._extra(e)
+        distance[success] = 0
+        progress[e] = np.sign(self._distance[e] - distance)
+        self._distance[e] = distance
+        cut = ~success & (self._steps[e] >= self._budget[e])
+        return success, cut
+
+    def _write(self, e: np.ndarray, row: np.ndarray) -> None:
+        """Sub-envs ``e`` write their buffer, which is right, into ``row``."""
+        self._left[e] -= self._size[e] + 1
+        self._written[e] |= _BIT[row]
+        self._clear_buffer(e)
+        written = (self._written[e][:, None] & _BIT) != 0
+        unmet = self._deps[e] & ~self._written[e][:, None]
+        self._ready[e] = self._valid[e] & ~written & (unmet == 0)
+        self._write_sheet(e, written)
+
+    def _write_sheet(self, e: np.ndarray, written: np.ndarray) -> None:
+        """The worksheet and memory tokens of sub-envs ``e`` after a write."""
+        k = e.size
+        sheet = self._static[e]
+        sheet[:, :, 0] = np.where(written, DONE, np.where(self._ready[e], READY, WAITING))
+        done = np.concatenate([written, np.zeros((k, 1), dtype=bool)], axis=1)  # column ROWS: none
+        ref_done = np.take_along_axis(done, self._ref[e].reshape(k, 2 * ROWS), 1).reshape(k, ROWS, 2)
+        sheet[:, :, 3:5] = np.where(ref_done, self._alt[e], sheet[:, :, 3:5])
+        sheet[:, :, 5] = np.where(written, self._value_tokens[e], NONE)
+        shown = ~self._trace[e][:, None] | (_ROW == 0) | done[:, np.maximum(_ROW - 1, 0)]
+        sheet[~shown] = (HIDDEN, NONE, NONE, NONE, NONE, NONE)
+        sheet[~self._valid[e]] = 0
+        self._tokens[e, ROW0:BUF0] = sheet.reshape(k, 6 * ROWS)
+        family = self._family[e]
+        if (family >= _LIST).any():
+            self._write_memory(e, family, done)
+
+    def _write_memory(self, e: np.ndarray, family: np.ndarray, done: np.ndarray) -> None:
+        """A list's ticked items and a program's variables, after a write."""
+        lists = family == _LIST
+        if lists.any():
+            f = e[lists]
+            used = np.take_along_axis(done[lists], self._rank[f], 1)
+            self._tokens[f, 5:ROW0:2] = np.where(self._items[f], np.where(used, _USED, _UNUSED), NONE)
+        traces = family == _TRACE
+        if traces.any():
+            f = e[traces]
+            var = np.arange(MEMORY // 2)[None, :, None]
+            sets = done[traces][:, None, :ROWS] & (self._label_var[f][:, None, :] == var)
+            last = np.where(sets, _ROW, -1).max(axis=2)  # the last written row assigning the variable
+            value = np.take_along_axis(self._value_tokens[f], np.maximum(last, 0), 1)
+            value = np.where(last >= 0, value, NUM0 + self._start_values[f])
+            self._tokens[f, 5 : 5 + MEMORY : 2] = np.where(self._variables[f], value, NONE)
+
+    # -------------------------------------------------------------- oracle
+    def _common(self, e: Any) -> np.ndarray:
+        """(len(e), ROWS): the common prefix length of each sub-env's buffer and row values."""
+        return (self._codes[e] == self._prefix[e, None, 1:]).sum(axis=2)
+
+    def _extra(self, e: Any) -> np.ndarray:
+        """Commands the buffer costs (or saves) on the way to the best ready row (``_extra``)."""
+        best = np.where(self._ready[e], self._common(e), 0).max(axis=1)
+        return self._size[e] - 2 * best
+
+    def _oracle_masks(self) -> np.ndarray:
+        """int8 (n, actions): the commands that lower the exact distance by one."""
+        oracle = self._oracle
+        oracle[:] = 0
+        size = self._size
+        starts = self._ready & (self._common(slice(None)) == size[:, None])
+        oracle[:, WRITE_:THINK] = starts & (self._length == size[:, None])
+        longer = starts & (self._length > size[:, None])
+        i, r = np.nonzero(longer)
+        oracle[i, self._chars[i, r, size[i]]] = 1
+        oracle[:, ERASE] = (size > 0) & ~starts.any(axis=1)
+        return oracle.copy()
+
+    # ------------------------------------------------------------ rendering
+    def _refresh(self) -> None:
+        """Masks and the buffer tokens of every sub-env from the current state."""
+        size = self._size
+        code = self._prefix[self._rows_all, size]
+        minus = code == MINUS_CODE
+        masks = self._masks
+        masks[:, :PAD] = self._allowed & ((size < self._maxlen) & (code != ZERO_CODE))[:, None]
+        masks[:, MINUS] &= size == 0
+        masks[:, 0] &= ~minus  # "-0..." is never a value
+        masks[:, ERASE] = size > 0
+        masks[:, WRITE_:THINK] = self._ready & ((size > 0) & ~minus)[:, None]
+        masks[:, THINK] = 1
+        self._tokens[:, BUF0:TAIL] = _CHAR_TOKENS[self._buffer]
+        self._tokens[:, TAIL] = np.where(self._rejected, _REJECTED, _OK)
+
+    def _array_info(self, invalid: np.ndarray, progress: np.ndarray, outcome: np.ndarray) -> dict[str, Any]:
+        """The batched info of every sub-env from the arrays (masks all set)."""
+        n = self.num_envs
+        info: dict[str, Any] = {
+            "difficulty": self._difficulty.copy(), "task_key": self._task_key.copy(),
+            "task_seed": self._task_seed.copy(), "action_mask": self._masks.copy(),
+            "invalid_action": invalid.copy(), "progress": progress.copy(),
+            "distance": self._distance.copy(), "optimal_len": self._optimal.copy(),
+            "step_budget": self._budget.copy(), "is_success": outcome == 1, "outcome": outcome.copy(),
+        }  # fmt: skip
+        if self.oracle_info:
+            info["oracle_mask"] = self._oracle_masks()
+        info = {key: info[key] for key in self._keys}
+        for key in self._keys:
+            info["_" + key] = np.ones(n, dtype=bool)
+        return info
+
+    def _add_array_finals(
+        self, info: dict[str, Any], done: np.ndarray, final_obs: Any, final_info: dict[str, Any]
+    ) -> None:
+        """SAME_STEP: the finished sub-envs' last observations and infos, as Gymnasium nests them."""
+        n = self.num_envs
+        finals = np.full(n, None, dtype=object)
+        for i in done.tolist():
+            if isinstance(final_obs, dict):
+                finals[i] = {key: value[i] for key, value in final_obs.items()}
+            else:
+                finals[i] = final_obs[i]
+        flag = np.zeros(n, dtype=bool)
+        flag[done] = True
+        for key in self._keys:
+            final_info["_" + key] = flag.copy()
+        info["final_obs"], info["_final_obs"] = finals, flag.copy()
+        info["final_info"], info["_final_info"] = final_info, flag.copy()
+
+
+__all__ = ["ReasonVectorEnv"]
