@@ -6,11 +6,12 @@ Each configuration steps random actions drawn among each sub-env's admissible co
 mask is read from the batched info, vectorised, so both envs pay the same), resets included,
 at difficulty 0.25, with the full info (oracle fields included) unless a row says
 ``oracle_info=False``. ``batched`` is ``gym.make_vec``'s default: the array-state env where
-the family has one (``array_state``), whose ``lean_loop`` column is the same family through
-the lean loop over bare envs (``array_state=False``). Timing runs for about ``--seconds`` per configuration; ``mib_*`` is the
-memory a fresh env holds after its reset and 20 steps (``tracemalloc``, on a separate
-instance). MiniGrid-Empty-8x8-v0 (a single env, ``gym.make``) is the anchor, measured in the
-same run. SyncVectorEnv is skipped above 1024 envs (it would take minutes to build).
+the family has one (``array_state``; from 64 sub-envs on), whose ``lean_loop`` column is the
+same family through the lean loop over bare envs (``array_state=False``). Timing runs for
+about ``--seconds`` per configuration; ``mib_*`` is the memory a fresh env holds after its
+reset and 20 steps (``tracemalloc``, on a separate instance). MiniGrid-Empty-8x8-v0 (a single
+env, ``gym.make``) is the anchor, measured in the same run. SyncVectorEnv is skipped above
+1024 envs (it would take minutes to build).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import minigrid  # noqa: F401  (registers the anchor)
 import numpy as np
 
 import rla_gym
-from rla_gym.vector import RLAVectorEnv
+from rla_gym.vector import ARRAY_STATE_MIN_ENVS, ARRAY_VECTOR_ENVS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -99,7 +100,7 @@ def main() -> None:
         for n in args.num_envs:
             batched, batched_mem = measure(_maker(env_id, n), args.seconds)
             lean, lean_mem = measure(_maker(env_id, n, oracle_info=False), args.seconds)
-            array_state = type(_maker(env_id, 1)()) is not RLAVectorEnv
+            array_state = rla_gym.ENV_IDS[env_id] in ARRAY_VECTOR_ENVS and n >= ARRAY_STATE_MIN_ENVS
             loop = batched
             if array_state:  # the same family through the lean loop over bare envs
                 loop, _ = measure(_maker(env_id, n, array_state=False), args.seconds)

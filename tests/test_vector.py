@@ -268,3 +268,29 @@ def test_action_masks_come_from_the_batch_for_maskable_ppo() -> None:
         assert masks.dtype == bool and np.array_equal(masks, obs["action_mask"].astype(bool))
         assert np.array_equal(np.stack(venv.vector.call("action_masks")), masks)
         obs, _, _, _ = venv.step(_masked_actions(obs["action_mask"], rng))
+
+
+def test_textnav_array_state_env_generates_a_shared_task_once_and_copies_it() -> None:
+    tasks = [Task("RLA-TextNav-v0", d, s) for d, s in ((0.1, 5), (0.8, 9), (0.5, 2))]
+    pinned = [tasks[0], tasks[1], tasks[0], None, tasks[1], tasks[2], tasks[0], tasks[2]]
+    ours = gym.make_vec("RLA-TextNav-v0", num_envs=8, array_state=True, autoreset_mode="SameStep")
+    theirs = gym.make_vec("RLA-TextNav-v0", num_envs=8, array_state=False, autoreset_mode="SameStep")
+    calls = []
+    for env in ours.envs:
+        generate = env._generate
+        env._generate = lambda task, generate=generate: (calls.append(task), generate(task))[1]  # type: ignore[method-assign]
+    ours.set_tasks(pinned)
+    theirs.set_tasks(pinned)
+    obs_a, info_a = ours.reset(seed=4)
+    obs_b, info_b = theirs.reset(seed=4)
+    assert len(calls) == 4  # three shared tasks and one sampled one
+    assert _same(obs_a, obs_b)
+    _same_info(info_a, info_b)
+    rng = np.random.default_rng(2)
+    for _ in range(300):
+        actions = _oracle_led_actions(info_b["oracle_mask"], obs_b["action_mask"], rng)
+        obs_a, r_a, term_a, trunc_a, info_a = ours.step(actions)
+        obs_b, r_b, term_b, trunc_b, info_b = theirs.step(actions)
+        assert _same(obs_a, obs_b) and np.array_equal(r_a, r_b) and np.array_equal(term_a, term_b)
+        _same_info(info_a, info_b, skip=("final_obs", "final_info"))
+    assert ours.get_attr("task") == theirs.get_attr("task")

@@ -120,6 +120,14 @@ class TextNavVectorEnv(RLAVectorEnv):
         self._task_seed = np.zeros(n, dtype=np.int64)
         self._oracle = np.zeros((n, len(TextNavEnv.action_names)), dtype=np.int8)
         self._exit_state = np.full((n, 4), WALL, dtype=np.int64)  # door token per exit, WALL if none
+        #: The arrays a freshly loaded world fills (copied row for row between equal tasks).
+        self._world = (
+            self._nb, self._parent, self._up, self._door, self._names, self._lock_color, self._goal,
+            self._bring, self._key, self._goal_item, self._item_tokens, self._goal_tokens, self._hints,
+            self._live, self._name_exits, self._budget_factor, self._budget_slack, self._room,
+            self._key_loc, self._item_loc, self._closed, self._locked, self._slots, self._count,
+            self._inventory, self._held, self._difficulty, self._task_key, self._task_seed,
+        )  # fmt: skip
 
     # -------------------------------------------------------------- gym API
     def reset(
@@ -184,11 +192,28 @@ class TextNavVectorEnv(RLAVectorEnv):
 
     # ---------------------------------------------------------- generation
     def _start(self, rows: np.ndarray) -> None:
-        """Start the next episode of each sub-env in ``rows``: generate, then read into arrays."""
+        """Start the next episode of each sub-env in ``rows``: generate, then read into arrays.
+
+        Sub-envs pinned to the same task (a group of rollouts) generate it once; the others
+        copy its rows."""
+        first: dict[Task, int] = {}
+        sources: list[int] = []
+        copies: list[int] = []
         for i in rows.tolist():
             env = self.envs[i]
+            pinned = env._pinned_task
+            if pinned is not None and pinned in first:
+                env._task, env._steps, env._done = pinned, 0, False
+                sources.append(first[pinned])
+                copies.append(i)
+                continue
             task = env._start_task()
             self._load(i, env, task)
+            if pinned is not None:
+                first[pinned] = i
+        if copies:
+            for array in self._world:
+                array[copies] = array[sources]
         live = rows[self._live[rows]]
         if live.size:
             self._live_hints(live)
