@@ -28,6 +28,7 @@ from typing import Any
 import gymnasium as gym
 import minigrid  # noqa: F401  (registers the anchor)
 import numpy as np
+from gymnasium.envs.registration import load_env_creator
 
 import rla_gym
 from rla_gym.vector import ARRAY_STATE_MIN_ENVS, ARRAY_VECTOR_ENVS
@@ -100,7 +101,9 @@ def main() -> None:
         for n in args.num_envs:
             batched, batched_mem = measure(_maker(env_id, n), args.seconds)
             lean, lean_mem = measure(_maker(env_id, n, oracle_info=False), args.seconds)
-            array_state = rla_gym.ENV_IDS[env_id] in ARRAY_VECTOR_ENVS and n >= ARRAY_STATE_MIN_ENVS
+            env_cls = load_env_creator(rla_gym.ENV_IDS[env_id])
+            has_arrays = f"{env_cls.__module__}:{env_cls.__qualname__}" in ARRAY_VECTOR_ENVS
+            array_state = has_arrays and n >= ARRAY_STATE_MIN_ENVS
             loop = batched
             if array_state:  # the same family through the lean loop over bare envs
                 loop, _ = measure(_maker(env_id, n, array_state=False), args.seconds)
