@@ -175,7 +175,9 @@ def test_one_served_curriculum_counts_exactly_the_episodes_all_runners_finished(
     assert sorted(runners_of.values()) == [1, 1, 2, 2] and sorted(issued) == sorted(observed)
     for slot, episodes in observed.items():
         assert [e[0] for e in episodes] == issued[slot][: len(episodes)], f"slot {slot} ran other tasks"
-        assert len(issued[slot]) == len(episodes) + 1  # only the running episode is outstanding
+        # outstanding: the running episode's task, or none where an episode ended in the last
+        # sampled step (RLlib's autoreset is NEXT_STEP: that env draws its next task at its next step)
+        assert len(issued[slot]) - len(episodes) in (0, 1)
     assert sorted(reported) == sorted(e[0] for episodes in observed.values() for e in episodes)
     # the adaptive rule moved the difficulty, and every runner's envs followed it
     assert metrics["changes"] >= 1
@@ -196,6 +198,7 @@ def test_the_integrations_page_rllib_example_runs(capsys: pytest.CaptureFixture[
         exec(compile(_page_block("PPOConfig"), "integrations.md", "exec"), namespace)
         finished, seen, difficulty = capsys.readouterr().out.split()[-3:]
         assert int(finished) == int(seen) > 40  # the one curriculum saw every runner's episodes
-        assert float(difficulty) != 0.5  # the adaptive rule moved it from its start
+        assert ray.get(namespace["server"].metrics.remote())["changes"] >= 1  # the adaptive rule moved it
+        assert 0.1 <= float(difficulty) <= 1.0  # within the rule's bounds
     finally:
         ray.shutdown()
