@@ -81,7 +81,9 @@ class RLAVectorEnv(VectorEnv):
             raise ValueError(f"obs_mode must be one of {OBS_MODES}, got {obs_mode!r}")
         mode = AutoresetMode(autoreset_mode)
         if mode not in (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED):
-            raise ValueError(f"autoreset_mode must be NEXT_STEP, SAME_STEP or DISABLED, got {autoreset_mode!r}")
+            raise ValueError(
+                f"autoreset_mode must be NEXT_STEP, SAME_STEP or DISABLED, got {autoreset_mode!r}"
+            )
         if render_mode is not None:
             raise ValueError(f"RLAVectorEnv does not render; render_mode must be None, got {render_mode!r}")
         self.envs = [env_cls(difficulty, obs_mode=obs_mode) for _ in range(int(num_envs))]
@@ -104,7 +106,7 @@ class RLAVectorEnv(VectorEnv):
 
     @property
     def autoreset_mode(self) -> AutoresetMode:
-        """NEXT_STEP, SAME_STEP or DISABLED, as in ``metadata["autoreset_mode"]`` (``SyncVectorEnv`` has it too)."""
+        """NEXT_STEP, SAME_STEP or DISABLED, as in ``metadata["autoreset_mode"]`` (as ``SyncVectorEnv``)."""
         return AutoresetMode(self.metadata["autoreset_mode"])
 
     # ------------------------------------------------------------------ tasks
