@@ -12,8 +12,8 @@ from gymnasium.vector import AutoresetMode
 import rla_gym
 import rla_gym.vector
 from rla_gym.core import Task
-from rla_gym.envs.reason import FAMILIES, ROWS, ReasonEnv
-from rla_gym.envs.reason.tasks import TOK
+from rla_gym.envs.reason import FAMILIES, ROWS, WRITE_, ReasonEnv
+from rla_gym.envs.reason.tasks import BUFFER, TOK
 from rla_gym.envs.reason.vector import ReasonVectorEnv
 from rla_gym.vector import RLAVectorEnv
 
@@ -162,8 +162,13 @@ def test_partial_resets_seeds_options_and_per_env_tasks_match_the_lean_loop() ->
     assert ours.get_attr("pinned_task")[0] == Task(ENV_ID, 0.95, 77)
 
 
+def _code(text: str) -> int:
+    """The prefix code of ``text``, written out independently of the env's table."""
+    return sum(("0123456789-".index(c) + 1) * 12**i for i, c in enumerate(text))
+
+
 def test_worksheets_read_into_arrays_are_the_single_envs() -> None:
-    """Values, lengths, dependencies and budgets of 2,200 generated worksheets, all families."""
+    """Codes, oracle commands, dependencies and budgets of 2,200 generated worksheets."""
     envs = ReasonVectorEnv(N * 10, difficulty=0.5)
     envs.set_difficulties(np.repeat(np.round(np.linspace(0.0, 1.0, N), 3), 10))
     families = set()
@@ -172,11 +177,13 @@ def test_worksheets_read_into_arrays_are_the_single_envs() -> None:
         for i, env in enumerate(envs.envs):
             families.add(env._family)
             rows = env._rows
-            strings = [
-                "".join("0123456789-"[c] for c in envs._chars[i, r, : envs._length[i, r]])
-                for r in range(len(rows))
-            ]
-            assert strings == env._strings
+            for r, text in enumerate(env._strings):
+                codes = [_code(text[:j]) if j <= len(text) else -1 for j in range(BUFFER + 1)]
+                assert envs._codes[i, :, r].tolist() == codes and envs._full[i, r] == _code(text)
+                commands = ["0123456789-".index(c) for c in text] + [WRITE_ + r]
+                commands += [len(ReasonEnv.action_names)] * (BUFFER + 1 - len(commands))
+                assert envs._target[i, :, r].tolist() == commands
+            assert (envs._codes[i, :, len(rows) :] == -1).all()
             assert envs._deps[i, : len(rows)].tolist() == [sum(1 << d for d in row.deps) for row in rows]
             assert not envs._valid[i, len(rows) :].any() and envs._valid[i, : len(rows)].all()
             assert envs._ready[i].tolist() == [r in env._ready for r in range(ROWS)]

@@ -10,20 +10,21 @@ actions (``tests/test_vector_reason.py``).
 
 The state of a sub-env is small: the rows written (a bitmask), the answer buffer (at most four
 characters) and the rejected flag. Strings are compared through *prefix codes*: the first j
-characters of a string ``c_0 c_1 ...`` (characters numbered 0-10, ``0123456789-``) code to
-``sum_{i<j} (c_i + 1) * 12**i``, which is unique across all strings of at most four
-characters, so two strings share a prefix of length j exactly when their j-th prefix codes are
-equal. Each row keeps the codes of its value's four prefixes, the buffer keeps its own, and:
+characters ``c_0 .. c_{j-1}`` of a string (characters numbered 0-10, ``0123456789-``) code to
+``sum_{i<j} (c_i + 1) * 12**i``, a number unique to that prefix, so the buffer starts a value
+exactly when its code equals the value's prefix code of the buffer's length. Each row keeps
+its value's prefix codes per length (a table over all values in [-999, 999]) and the buffer
+keeps its own code, so that:
 
-- a write is correct when the buffer's code equals the row value's full code;
-- the common prefix of the buffer and row r is the number of equal prefix codes (equality of
-  the j-th prefix implies it for every shorter one);
-- the oracle distance (:meth:`ReasonEnv._distance`) is ``left + len(buffer) - 2 * C``, C the
-  longest common prefix of the buffer with a ready row (0 if none);
-- the oracle's commands (:meth:`ReasonEnv._oracle_actions`) are, over the ready rows whose
-  value starts with the buffer (common prefix = buffer length), a write where the value is the
-  buffer and the value's next character otherwise, and erase when the buffer is not empty and
-  starts no ready value.
+- a write is right when the buffer's code equals the row value's full code;
+- the oracle distance (:meth:`ReasonEnv._distance`) is ``left + len(buffer) - 2 * C``, where C,
+  the longest common prefix of the buffer with a ready row's value, follows the buffer: typing
+  makes it ``len(buffer)`` if the longer buffer still starts a ready value, and leaves it
+  otherwise; erasing cuts it to the shorter buffer; a write empties the buffer and C with it;
+- the oracle's commands (:meth:`ReasonEnv._oracle_actions`) come from the ready rows whose value
+  starts with the buffer: the value's next character, or the write where the value ends there
+  (a per-row table of that command by buffer length, read once per step), and erase when the
+  buffer is not empty and starts no ready value (C shorter than the buffer).
 
 A row is ready when it is not written and every row it depends on is (the single env adds rows
 to its ready list exactly then); the worksheet tokens change only when a row is written, so
@@ -48,6 +49,7 @@ from rla_gym.envs.reason.tasks import (
     FAMILIES,
     HIDDEN,
     LABELS,
+    MAX_VALUE,
     MEMORY,
     NONE,
     NUM0,
@@ -64,11 +66,13 @@ BUF0 = ROW0 + 6 * ROWS  # first buffer token
 TAIL = BUF0 + BUFFER  # the ok / rejected token
 PAD = len(CHARS)  # character number of an empty buffer position
 CODE_BASE = 12  # prefix codes are base-12 numerals with digits 1-11
-EMPTY = -2  # prefix code of a buffer prefix longer than the buffer (matches no row)
 ZERO_CODE, MINUS_CODE = CHARS.index("0") + 1, MINUS + 1  # codes of the buffers "0" and "-"
+NO_VALUE = MAX_VALUE + 1  # the value of a row the worksheet does not have
+ACTIONS = len(ReasonEnv.action_names)
 _POW = CODE_BASE ** np.arange(BUFFER + 1, dtype=np.int64)
 _ROW = np.arange(ROWS)
 _BIT = np.left_shift(1, _ROW)
+_BIT_OR_NONE = np.append(_BIT, 0)  # index ROWS: no row
 _CHAIN = np.where(_ROW > 0, np.left_shift(1, np.maximum(_ROW - 1, 0)), 0)  # row r waits for r - 1
 _CHAR_TOKENS = np.array([CHAR_TOK[c] for c in CHARS] + [NONE], dtype=np.int64)
 _LABEL0 = TOK[LABELS[0]]  # row labels s1..s10 are consecutive tokens
@@ -76,6 +80,30 @@ _FAMILY = {name: k for k, name in enumerate(FAMILIES)}
 _LIST, _TRACE = _FAMILY["list"], _FAMILY["trace"]
 _VAR = {name: k for k, name in enumerate(VARS)}
 _OK, _REJECTED, _USED, _UNUSED = TOK["ok"], TOK["rejected"], TOK["used"], TOK["unused"]
+_PADDING = [[NO_VALUE] * (ROWS - m) for m in range(ROWS + 1)]
+_END = -1  # in the next-character table: the value ends here
+
+
+def _value_table() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For v in [-999, 999] (row ``v + MAX_VALUE``; the last row is ``NO_VALUE``) and each
+    buffer length j: the length of ``str(v)``, its prefix code of length j (-1 past the end) and
+    its character at j (``_END`` at the end, ``ACTIONS`` past it)."""
+    strings = [str(v) for v in range(-MAX_VALUE, MAX_VALUE + 1)]
+    length = np.array([len(x) for x in strings] + [0], dtype=np.int64)
+    chars = np.array([[CHARS.index(c) for c in x] + [PAD] * (BUFFER - len(x)) for x in strings] + [[PAD] * 4])
+    inside = np.arange(BUFFER) < length[:, None]
+    codes = np.cumsum(np.where(inside, (chars + 1) * _POW[:BUFFER], 0), axis=1)
+    codes = np.concatenate([np.zeros((len(length), 1), dtype=np.int64), codes], axis=1)
+    codes = np.where(np.arange(BUFFER + 1) <= length[:, None], codes, -1)
+    codes[-1] = -1
+    after = np.concatenate([chars, np.full((len(length), 1), PAD)], axis=1)
+    position = np.arange(BUFFER + 1) - length[:, None]
+    after = np.where(position < 0, after, np.where(position == 0, _END, ACTIONS))
+    after[-1] = ACTIONS
+    return length, codes.astype(np.int16), after
+
+
+_LENGTHS, _CODES_OF, _NEXT_OF = _value_table()
 
 
 @functools.lru_cache(maxsize=4096)
@@ -106,29 +134,25 @@ class ReasonVectorEnv(RLAVectorEnv):
             raise ValueError("ReasonVectorEnv serves obs_mode 'dict' or 'flat'; 'text' uses RLAVectorEnv")
         n = self.num_envs
         self._rows_all = np.arange(n)
+        self._masks[:, THINK] = 1  # always admissible; the other columns are set every step
         # the worksheet, fixed for the episode
         self._last = np.zeros(n, dtype=np.int64)  # index of the answer row
         self._valid = np.zeros((n, ROWS), dtype=bool)  # rows the worksheet has
         self._deps = np.zeros((n, ROWS), dtype=np.int64)  # bitmask of the rows each row waits for
-        self._length = np.zeros((n, ROWS), dtype=np.int64)  # characters of each row's value
-        self._chars = np.full((n, ROWS, BUFFER), PAD, dtype=np.int64)  # each value's characters
-        self._codes = np.full((n, ROWS, BUFFER), -1, dtype=np.int64)  # its prefix codes (-1: none)
-        self._full = np.zeros((n, ROWS), dtype=np.int64)  # its full code
+        self._codes = np.full((n, BUFFER + 1, ROWS), -1, dtype=np.int16)  # value prefix code by length
+        self._full = np.zeros((n, ROWS), dtype=np.int16)  # each value's code
+        self._target = np.full((n, BUFFER + 1, ROWS), ACTIONS, dtype=np.int64)  # oracle command by length
         self._maxlen = np.zeros(n, dtype=np.int64)
         self._allowed = np.zeros((n, len(CHARS)), dtype=bool)
         self._static = np.zeros((n, ROWS, 6), dtype=np.int64)  # label, operator, operands of a row
         self._ref = np.full((n, ROWS, 2), ROWS, dtype=np.int64)  # row operands (ROWS: none)
-        self._alt = np.zeros((n, ROWS, 2), dtype=np.int64)  # their value tokens
         self._value_tokens = np.zeros((n, ROWS), dtype=np.int64)
-        self._trace = np.zeros(n, dtype=bool)  # a trace shows executed statements only
         self._family = np.zeros(n, dtype=np.int64)
         self._rank = np.full((n, MEMORY), ROWS, dtype=np.int64)  # list: the row that uses item i
         self._items = np.zeros((n, MEMORY), dtype=bool)  # list: item slots in use
         self._label_var = np.full((n, ROWS), -1, dtype=np.int64)  # trace: variable a row assigns
         self._start_values = np.zeros((n, MEMORY // 2), dtype=np.int64)  # trace: initial values
         self._variables = np.zeros((n, MEMORY // 2), dtype=bool)  # trace: variable slots in use
-        self._budget_factor = np.zeros(n, dtype=np.float64)
-        self._budget_slack = np.zeros(n, dtype=np.int64)
         self._difficulty = np.zeros(n, dtype=np.float64)
         self._task_key = np.zeros(n, dtype=np.int64)
         self._task_seed = np.zeros(n, dtype=np.int64)
@@ -136,16 +160,16 @@ class ReasonVectorEnv(RLAVectorEnv):
         self._written = np.zeros(n, dtype=np.int64)  # bitmask of the rows written
         self._ready = np.zeros((n, ROWS), dtype=bool)
         self._buffer = np.full((n, BUFFER), PAD, dtype=np.int64)  # characters typed
-        self._prefix = np.full((n, BUFFER + 1), EMPTY, dtype=np.int64)  # the buffer's prefix codes
-        self._prefix[:, 0] = 0
-        self._size = np.zeros(n, dtype=np.int64)  # buffer length
+        self._code = np.zeros(n, dtype=np.int64)  # the buffer's code
+        self._size = np.zeros(n, dtype=np.int64)  # its length
+        self._common = np.zeros(n, dtype=np.int64)  # its longest common prefix with a ready value
         self._rejected = np.zeros(n, dtype=bool)
         self._left = np.zeros(n, dtype=np.int64)  # commands the unwritten rows cost
         self._steps = np.zeros(n, dtype=np.int64)
         self._budget = np.zeros(n, dtype=np.int64)
         self._optimal = np.zeros(n, dtype=np.int64)
         self._distance = np.zeros(n, dtype=np.int64)
-        self._oracle = np.zeros((n, len(ReasonEnv.action_names)), dtype=np.int8)
+        self._oracle = np.zeros((n, ACTIONS + 1), dtype=np.int8)  # column ACTIONS takes no command
 
     # -------------------------------------------------------------- gym API
     def reset(
@@ -169,18 +193,14 @@ class ReasonVectorEnv(RLAVectorEnv):
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         acts = self._check_actions(actions)
-        n = self.num_envs
         starting = np.flatnonzero(self._autoreset)
+        active = None
         if starting.size:  # NEXT_STEP: these sub-envs only start their next episode
             self._start(starting)
-            active = np.flatnonzero(~self._autoreset)
-        else:
-            active = self._rows_all
-        invalid = np.zeros(n, dtype=bool)
-        progress = np.zeros(n, dtype=np.int64)
-        outcome = np.zeros(n, dtype=np.int64)
-        success, cut = self._advance(active, acts[active], invalid, progress)
-        outcome[active] = np.where(success, 1, np.where(cut, -1, 0))
+            active = ~self._autoreset
+        invalid = np.zeros(self.num_envs, dtype=bool)
+        success, cut, progress = self._advance(active, acts, invalid)
+        outcome = np.where(success, 1, np.where(cut, -1, 0))
         terminated = outcome == 1
         truncated = outcome == -1
         rewards = terminated.astype(np.float64)
@@ -209,61 +229,52 @@ class ReasonVectorEnv(RLAVectorEnv):
         """Start the next episode of each sub-env in ``rows``: generate, then read into arrays."""
         if rows.size == 0:
             return
-        sheets, values, sizes, families, allowed, budgets, tasks = [], [], [], [], [], [], []
+        records, floats, allowed = [], [], []
         for i in rows.tolist():
             env = self._env(i)
             task = env._start_task()
-            sheets.append(env._sheet_tokens)
-            sizes.append(len(env._rows))
-            values.append([row.value for row in env._rows] + [0] * (ROWS - len(env._rows)))
-            families.append(_FAMILY[env._family])
+            row_values = [row.value for row in env._rows]
+            knobs = env._knobs
+            extra = [_FAMILY[env._family], knobs.budget_slack, task.key, task.seed]
+            records.append(env._sheet_tokens + row_values + _PADDING[len(row_values)] + extra)
+            floats.append((knobs.budget_factor, task.difficulty))
             allowed.append(_allowed_row(env._allowed))
-            budgets.append((env._knobs.budget_factor, env._knobs.budget_slack))
-            tasks.append((task.difficulty, task.key, task.seed))
-        family = np.array(families)
-        self._family[rows] = family
-        self._trace[rows] = family == _TRACE
-        self._allowed[rows] = allowed
-        self._budget_factor[rows], self._budget_slack[rows] = np.array(budgets).T
-        difficulty, key, seed = zip(*tasks, strict=True)
-        self._difficulty[rows], self._task_key[rows], self._task_seed[rows] = difficulty, key, seed
-        sheet = np.array(sheets, dtype=np.int64)
+        record = np.array(records, dtype=np.int64)  # one conversion for all the integers
+        sheet, values = record[:, :BUF0], record[:, BUF0 : BUF0 + ROWS]
+        family, slack, key, seed = record[:, BUF0 + ROWS :].T
+        factor, difficulty = np.array(floats).T
         self._tokens[rows, :BUF0] = sheet
-        self._load_values(rows, np.array(values, dtype=np.int64), np.array(sizes))
+        self._family[rows] = family
+        self._allowed[rows] = allowed
+        self._difficulty[rows], self._task_key[rows], self._task_seed[rows] = difficulty, key, seed
+        left = self._load_values(rows, values)
         self._load_rows(rows, sheet[:, ROW0:].reshape(-1, ROWS, 6), family)
-        self._load_memory(rows, family)
+        if (family >= _LIST).any():
+            self._load_memory(rows, family)
         self._written[rows] = 0
         self._ready[rows] = self._valid[rows] & (self._deps[rows] == 0)
         self._clear_buffer(rows)
-        self._rejected[rows] = False
         self._steps[rows] = 0
-        left = self._left[rows]
-        self._optimal[rows] = self._distance[rows] = left
-        self._budget[rows] = np.ceil(left * self._budget_factor[rows]).astype(np.int64)
-        self._budget[rows] += self._budget_slack[rows]
+        self._left[rows] = self._optimal[rows] = self._distance[rows] = left
+        self._budget[rows] = np.ceil(left * factor).astype(np.int64) + slack
 
-    def _load_values(self, rows: np.ndarray, values: np.ndarray, sizes: np.ndarray) -> None:
-        """Row values into characters, lengths and prefix codes (``str(value)`` in numpy)."""
-        valid = sizes[:, None] > _ROW
-        negative = values < 0
-        magnitude = np.abs(values)
-        digits = 1 + (magnitude >= 10) + (magnitude >= 100)
-        length = np.where(valid, digits + negative, 0)
-        place = np.arange(BUFFER) - negative[..., None]  # digit position from the left
-        power = np.maximum(digits[..., None] - 1 - place, 0)
-        chars = np.where(place < 0, MINUS, magnitude[..., None] // 10**power % 10)
-        inside = np.arange(BUFFER) < length[..., None]
-        chars = np.where(inside, chars, PAD)
-        codes = np.cumsum(np.where(inside, (chars + 1) * _POW[:BUFFER], 0), axis=2)
+    def _load_values(self, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """Row values as lengths, prefix codes and oracle commands (looked up); returns the
+        commands all rows cost (each value's characters and a write)."""
+        at = values + MAX_VALUE
+        length = _LENGTHS[at]
+        valid = values != NO_VALUE
+        sizes = valid.sum(axis=1)
+        codes = _CODES_OF[at]
         self._valid[rows] = valid
         self._last[rows] = sizes - 1
-        self._length[rows] = length
-        self._chars[rows] = chars
-        self._codes[rows] = np.where(inside, codes, -1)
-        self._full[rows] = codes[..., -1]
+        self._codes[rows] = codes.transpose(0, 2, 1)
+        self._full[rows] = np.take_along_axis(codes, length[..., None], 2)[..., 0]
+        after = _NEXT_OF[at].transpose(0, 2, 1)
+        self._target[rows] = np.where(after == _END, WRITE_ + _ROW, after)
         self._maxlen[rows] = length.max(axis=1)
-        self._left[rows] = length.sum(axis=1) + sizes
         self._value_tokens[rows] = NUM0 + values
+        return length.sum(axis=1) + sizes
 
     def _load_rows(self, rows: np.ndarray, static: np.ndarray, family: np.ndarray) -> None:
         """Each row's static tokens, row operands and dependencies (the sheet shows them, except
@@ -274,17 +285,14 @@ class ReasonVectorEnv(RLAVectorEnv):
                 operands = (env._operand_token(row.a), env._operand_token(row.b))
                 static[k, r, 1:5] = (TOK[row.label], TOK[row.op], *operands)
         operand = static[:, :, 3:5]
-        is_ref = (operand >= _LABEL0) & (operand < _LABEL0 + ROWS)
-        ref = np.where(is_ref, operand - _LABEL0, ROWS)
-        values = self._value_tokens[rows]
+        ref = np.where((operand >= _LABEL0) & (operand < _LABEL0 + ROWS), operand - _LABEL0, ROWS)
+        static[:, :, 0] = np.where(self._valid[rows], WAITING, 0)
+        static[:, :, 5] = np.where(self._valid[rows], NONE, 0)
         self._static[rows] = static
         self._ref[rows] = ref
-        self._alt[rows] = np.take_along_axis(
-            values, np.minimum(ref, ROWS - 1).reshape(-1, 2 * ROWS), 1
-        ).reshape(-1, ROWS, 2)
-        ref_bits = np.where(is_ref, np.left_shift(1, np.minimum(ref, ROWS - 1)), 0).sum(axis=2)
-        chain = (family == _LIST) | (family == _TRACE)  # a list or a program goes step by step
-        self._deps[rows] = np.where(chain[:, None], _CHAIN, ref_bits) * self._valid[rows]
+        used = _BIT_OR_NONE[ref]
+        chain = family >= _LIST  # a list or a program goes step by step
+        self._deps[rows] = np.where(chain[:, None], _CHAIN, used[..., 0] | used[..., 1])
 
     def _load_memory(self, rows: np.ndarray, family: np.ndarray) -> None:
         """A list's items in the order rows use them; a program's variables and what sets them."""
@@ -314,72 +322,83 @@ class ReasonVectorEnv(RLAVectorEnv):
     # ------------------------------------------------------------ dynamics
     def _clear_buffer(self, e: np.ndarray) -> None:
         self._buffer[e] = PAD
-        self._prefix[e, 1:] = EMPTY
-        self._size[e] = 0
+        self._code[e] = self._size[e] = self._common[e] = 0
+        self._rejected[e] = False
 
     def _advance(
-        self, e: np.ndarray, a: np.ndarray, invalid: np.ndarray, progress: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Step sub-envs ``e`` with commands ``a``: (success, cut), and fill invalid / progress."""
-        ok = self._masks[e, a] == 1
-        invalid[e] = ~ok
-        typing = ok & (a <= MINUS)
-        if typing.any():
-            t, c = e[typing], a[typing]
-            size = self._size[t]
+        self, active: np.ndarray | None, a: np.ndarray, invalid: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Step the ``active`` sub-envs (None: all) with commands ``a``: (success, cut, progress),
+        and fill ``invalid``. The others just started an episode: their state, and so their
+        distance, stays, and their steps stay 0, below any budget."""
+        ok = self._masks[self._rows_all, a] == 1
+        if active is None:
+            invalid[:] = ~ok
+        else:
+            ok &= active
+            invalid[:] = active & ~ok
+        t = np.flatnonzero(ok & (a <= MINUS))
+        if t.size:  # type a character
+            c, size = a[t], self._size[t]
+            code = self._code[t] + (c + 1) * _POW[size]
             self._buffer[t, size] = c
-            self._prefix[t, size + 1] = self._prefix[t, size] + (c + 1) * _POW[size]
+            self._code[t] = code
             self._size[t] = size + 1
-        erase = ok & (a == ERASE)
-        if erase.any():
-            t = e[erase]
+            starts = ((self._codes[t, size + 1] == code[:, None]) & self._ready[t]).any(axis=1)
+            self._common[t] += (self._common[t] == size) & starts
+        t = np.flatnonzero(ok & (a == ERASE))
+        if t.size:
             size = self._size[t] - 1
+            self._code[t] -= (self._buffer[t, size] + 1) * _POW[size]
             self._buffer[t, size] = PAD
-            self._prefix[t, size + 1] = EMPTY
             self._size[t] = size
-        self._rejected[e[typing | erase]] = False
-        write = ok & (a >= WRITE_) & (a < THINK)
-        if write.any():
-            t, row = e[write], a[write] - WRITE_
-            right = self._prefix[t, self._size[t]] == self._full[t, row]
+            self._common[t] = np.minimum(self._common[t], size)
+        self._rejected &= ~(ok & (a <= ERASE))
+        t = np.flatnonzero(ok & (a >= WRITE_) & (a < THINK))
+        if t.size:
+            row = a[t] - WRITE_
+            right = self._code[t] == self._full[t, row]
             self._rejected[t] = ~right  # a wrong value stays in the buffer, flagged
             if right.any():
                 self._write(t[right], row[right])
-        self._steps[e] += 1
-        success = (self._written[e] >> self._last[e]) & 1 == 1
-        distance = self._left[e] + self._extra(e)
-        distance[success] = 0
-        progress[e] = np.sign(self._distance[e] - distance)
-        self._distance[e] = distance
-        cut = ~success & (self._steps[e] >= self._budget[e])
-        return success, cut
+        self._steps += 1 if active is None else active
+        success = (self._written >> self._last) & 1 == 1
+        distance = np.where(success, 0, self._left + self._size - 2 * self._common)
+        progress = np.sign(self._distance - distance)
+        self._distance = distance
+        cut = ~success & (self._steps >= self._budget)
+        return success, cut, progress
 
     def _write(self, e: np.ndarray, row: np.ndarray) -> None:
         """Sub-envs ``e`` write their buffer, which is right, into ``row``."""
         self._left[e] -= self._size[e] + 1
-        self._written[e] |= _BIT[row]
         self._clear_buffer(e)
-        written = (self._written[e][:, None] & _BIT) != 0
-        unmet = self._deps[e] & ~self._written[e][:, None]
-        self._ready[e] = self._valid[e] & ~written & (unmet == 0)
-        self._write_sheet(e, written)
+        written = self._written[e] | _BIT[row]
+        self._written[e] = written
+        done = (written[:, None] & _BIT) != 0
+        self._ready[e] = self._valid[e] & ~done & ((self._deps[e] & ~written[:, None]) == 0)
+        self._write_sheet(e, done)
 
     def _write_sheet(self, e: np.ndarray, written: np.ndarray) -> None:
-        """The worksheet and memory tokens of sub-envs ``e`` after a write."""
+        """The worksheet and memory tokens of sub-envs ``e`` after a write (the static tokens
+        hold a row's unwritten look: WAITING, its operands, NONE for the value; 0 past the end)."""
         k = e.size
         sheet = self._static[e]
-        sheet[:, :, 0] = np.where(written, DONE, np.where(self._ready[e], READY, WAITING))
+        sheet[:, :, 0] = np.where(written, DONE, np.where(self._ready[e], READY, sheet[:, :, 0]))
         done = np.concatenate([written, np.zeros((k, 1), dtype=bool)], axis=1)  # column ROWS: none
-        ref_done = np.take_along_axis(done, self._ref[e].reshape(k, 2 * ROWS), 1).reshape(k, ROWS, 2)
-        sheet[:, :, 3:5] = np.where(ref_done, self._alt[e], sheet[:, :, 3:5])
-        sheet[:, :, 5] = np.where(written, self._value_tokens[e], NONE)
-        shown = ~self._trace[e][:, None] | (_ROW == 0) | done[:, np.maximum(_ROW - 1, 0)]
-        sheet[~shown] = (HIDDEN, NONE, NONE, NONE, NONE, NONE)
-        sheet[~self._valid[e]] = 0
-        self._tokens[e, ROW0:BUF0] = sheet.reshape(k, 6 * ROWS)
+        ref = self._ref[e].reshape(k, 2 * ROWS)
+        ref_done = np.take_along_axis(done, ref, 1).reshape(k, ROWS, 2)
+        value_tokens = self._value_tokens[e]
+        ref_value = np.take_along_axis(value_tokens, np.minimum(ref, ROWS - 1), 1).reshape(k, ROWS, 2)
+        sheet[:, :, 3:5] = np.where(ref_done, ref_value, sheet[:, :, 3:5])
+        sheet[:, :, 5] = np.where(written, value_tokens, sheet[:, :, 5])
         family = self._family[e]
         if (family >= _LIST).any():
+            hidden = (family == _TRACE)[:, None] & (_ROW > 0) & ~done[:, np.maximum(_ROW - 1, 0)]
+            hidden &= self._valid[e]
+            sheet[hidden] = (HIDDEN, NONE, NONE, NONE, NONE, NONE)
             self._write_memory(e, family, done)
+        self._tokens[e, ROW0:BUF0] = sheet.reshape(k, 6 * ROWS)
 
     def _write_memory(self, e: np.ndarray, family: np.ndarray, done: np.ndarray) -> None:
         """A list's ticked items and a program's variables, after a write."""
@@ -399,33 +418,20 @@ class ReasonVectorEnv(RLAVectorEnv):
             self._tokens[f, 5 : 5 + MEMORY : 2] = np.where(self._variables[f], value, NONE)
 
     # -------------------------------------------------------------- oracle
-    def _common(self, e: Any) -> np.ndarray:
-        """(len(e), ROWS): the common prefix length of each sub-env's buffer and row values."""
-        return (self._codes[e] == self._prefix[e, None, 1:]).sum(axis=2)
-
-    def _extra(self, e: Any) -> np.ndarray:
-        """Commands the buffer costs (or saves) on the way to the best ready row (``_extra``)."""
-        best = np.where(self._ready[e], self._common(e), 0).max(axis=1)
-        return self._size[e] - 2 * best
-
     def _oracle_masks(self) -> np.ndarray:
         """int8 (n, actions): the commands that lower the exact distance by one."""
         oracle = self._oracle
         oracle[:] = 0
-        size = self._size
-        starts = self._ready & (self._common(slice(None)) == size[:, None])
-        oracle[:, WRITE_:THINK] = starts & (self._length == size[:, None])
-        longer = starts & (self._length > size[:, None])
-        i, r = np.nonzero(longer)
-        oracle[i, self._chars[i, r, size[i]]] = 1
-        oracle[:, ERASE] = (size > 0) & ~starts.any(axis=1)
-        return oracle.copy()
+        e, size = self._rows_all, self._size
+        starts = self._ready & (self._codes[e, size] == self._code[:, None])  # values the buffer starts
+        oracle[e[:, None], np.where(starts, self._target[e, size], ACTIONS)] = 1
+        oracle[:, ERASE] = (size > 0) & (self._common < size)
+        return oracle[:, :ACTIONS].copy()
 
     # ------------------------------------------------------------ rendering
     def _refresh(self) -> None:
         """Masks and the buffer tokens of every sub-env from the current state."""
-        size = self._size
-        code = self._prefix[self._rows_all, size]
+        size, code = self._size, self._code
         minus = code == MINUS_CODE
         masks = self._masks
         masks[:, :PAD] = self._allowed & ((size < self._maxlen) & (code != ZERO_CODE))[:, None]
@@ -433,7 +439,6 @@ class ReasonVectorEnv(RLAVectorEnv):
         masks[:, 0] &= ~minus  # "-0..." is never a value
         masks[:, ERASE] = size > 0
         masks[:, WRITE_:THINK] = self._ready & ((size > 0) & ~minus)[:, None]
-        masks[:, THINK] = 1
         self._tokens[:, BUF0:TAIL] = _CHAR_TOKENS[self._buffer]
         self._tokens[:, TAIL] = np.where(self._rejected, _REJECTED, _OK)
 
