@@ -77,6 +77,7 @@ from rla_gym.envs.gui.layout import (
     TOKEN_LENGTH,
     TYPE_,
     VALUE_TOKENS,
+    VOCAB,
     WAIT_,
 )
 from rla_gym.vector import RLAVectorEnv
@@ -98,6 +99,8 @@ _TABS = _LEVELS + LEVELS * ITEMS * SLOT_TOKENS
 _PANE = _TABS + TAB_SLOTS * SLOT_TOKENS
 _BUTTONS = _PANE + ROWS * SLOT_TOKENS
 assert _BUTTONS + 2 * SLOT_TOKENS == TOKEN_LENGTH, "the GUI token layout changed"
+assert len(VOCAB) <= 256, "tokens are kept as uint8"
+assert LEVELS == 3 and GOAL_DIALOGS == 2, "_prefixes adds the levels up one by one"
 MAIN = TOKEN_ID["main"]
 _ROLE = np.array(NODE_ROLE, dtype=np.int64)
 _VALUES = np.array(VALUE_TOKENS, dtype=np.int64)
@@ -110,6 +113,7 @@ _LEVEL = np.arange(LEVELS)
 _ITEM = np.arange(ITEMS)
 _PAGE = np.arange(TAB_SLOTS)
 _ROW = np.arange(ROWS)
+_SLOT = np.arange(SLOT_TOKENS)
 _OFFSET = np.arange(OFFSETS)
 _SPAN_GOAL = _GOAL * (TAB_SLOTS * OFFSETS)  # the goal's stride in a row of the span table
 _SPAN_SUBSET = MAX_GOALS * TAB_SLOTS * OFFSETS
@@ -119,6 +123,13 @@ def scroll_costs(offset: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarr
     """:func:`~rla_gym.envs.gui.oracle.scroll_cost` element-wise."""
     up, down = offset - lo, hi - ROWS + 1 - offset
     return np.where(up <= 0, np.maximum(down, 0), np.where(down <= 0, up, up + down + np.minimum(up, down)))
+
+
+def _slots(role: Any, label: np.ndarray) -> np.ndarray:
+    """(k, SLOT_TOKENS) screen element slots: role, label, two NONE and the flag NONE."""
+    slots = np.full((label.size, SLOT_TOKENS), NONE, dtype=np.uint8)
+    slots[:, 0], slots[:, 1] = role, label
+    return slots
 
 
 def _flatten(lists: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -157,24 +168,29 @@ class GUIVectorEnv(RLAVectorEnv):
         self._top = np.full((n, MENUBAR_SLOTS), -1, dtype=i64)
         self._cap = np.zeros(n, dtype=i64)  # items per menu
         self._kind = np.zeros((n, NODES), dtype=i64)
-        self._label = np.zeros((n, NODES), dtype=i64)
+        self._slot = np.zeros((n, NODES), dtype=i64)  # a node's place in its menu (or menu bar)
         self._opens = np.zeros((n, NODES), dtype=i64)  # the dialog an opener opens
         self._children = np.zeros((n, NODES, ITEMS), dtype=i64)
         self._d_path = np.full((n, GOAL_DIALOGS, LEVELS + 1), -1, dtype=i64)  # goal dialogs' menus
+        self._d_len = np.zeros((n, GOAL_DIALOGS), dtype=i64)
+        self._d_opener = np.zeros((n, GOAL_DIALOGS), dtype=i64)
         self._d_mask = np.zeros((n, DIALOGS), dtype=i64)  # goal bits per dialog
         self._d_label = np.zeros((n, DIALOGS), dtype=i64)
-        self._d_tabs = np.zeros((n, DIALOGS, TAB_SLOTS), dtype=i64)
         self._tabs = np.ones(n, dtype=i64)
         self._controls = np.ones(n, dtype=i64)  # per page
         self._instant = np.zeros(n, dtype=bool)
         self._c_kind = np.zeros((n, CONTROLS), dtype=i64)
-        self._c_label = np.zeros((n, CONTROLS, 2), dtype=i64)
         self._goal_of = np.full((n, CONTROLS), -1, dtype=i64)  # the goal a control is, or -1
         self._goals = np.zeros(n, dtype=i64)
         self._g_control = np.zeros((n, MAX_GOALS), dtype=i64)
         self._g_target = np.zeros((n, MAX_GOALS), dtype=i64)
         self._g_page = np.zeros((n, MAX_GOALS), dtype=i64)
-        self._buttons = np.zeros((n, 2 * SLOT_TOKENS), dtype=i64)
+        # screen slots drawn once per episode (uint8 tokens); the last row of each is empty
+        self._tokens = np.zeros((n, TOKEN_LENGTH), dtype=np.uint8)
+        self._menu_block = np.zeros((n, NODES + 1, ITEMS * SLOT_TOKENS), dtype=np.uint8)
+        self._tab_block = np.zeros((n, DIALOGS + 1, TAB_SLOTS * SLOT_TOKENS), dtype=np.uint8)
+        self._control_slot = np.zeros((n, CONTROLS + 1, 3), dtype=np.uint8)  # role and label
+        self._buttons = np.zeros((n, 2 * SLOT_TOKENS), dtype=np.uint8)
         self._budget_factor = np.zeros(n, dtype=np.float64)
         self._budget_slack = np.zeros(n, dtype=i64)
         # the oracle's per-episode tables (see the module docstring)
@@ -190,12 +206,15 @@ class GUIVectorEnv(RLAVectorEnv):
         self._focus = np.full(n, -1, dtype=i64)
         self._pw = np.zeros(n, dtype=i64)  # goals wrong in the pending copy
         self._cw = np.zeros(n, dtype=i64)  # goals wrong as saved
-        self._pending = np.zeros((n, CONTROLS), dtype=i64)
-        self._committed = np.zeros((n, CONTROLS), dtype=i64)
+        # column CONTROLS stays 0: the value of an empty pane row
+        self._pending = np.zeros((n, CONTROLS + 1), dtype=i64)
+        self._committed = np.zeros((n, CONTROLS + 1), dtype=i64)
         self._steps = np.zeros(n, dtype=i64)
         self._budget = np.zeros(n, dtype=i64)
         self._optimal = np.zeros(n, dtype=i64)
         self._distance = np.zeros(n, dtype=i64)
+        self._common = np.zeros((n, GOAL_DIALOGS), dtype=i64)  # see _prefixes
+        self._longest = np.zeros(n, dtype=i64)
         self._difficulty = np.zeros(n, dtype=np.float64)
         self._task_key = np.zeros(n, dtype=i64)
         self._task_seed = np.zeros(n, dtype=i64)
@@ -295,58 +314,82 @@ class GUIVectorEnv(RLAVectorEnv):
         self._task_seed[rows] = [task.seed for task in tasks]
         self._tokens[rows, :_HEAD] = [env._instruction for env in envs]
         self._buttons[rows] = [env._buttons for env in envs]
-        # the menus
+        self._load_menus(rows, envs, [k.goal_dialogs for k in knobs])
+        self._load_dialogs(rows, envs)
+
+    def _load_menus(self, rows: np.ndarray, envs: list[GUIEnv], goal_dialogs: list[int]) -> None:
+        """The menu tree: nodes, each menu's items and their screen slots, the goal dialogs' paths."""
         kind, owner, node = _flatten([env._n_kind for env in envs])
-        self._kind[rows[owner], node] = kind
-        self._label[rows[owner], node] = _flatten([env._n_label for env in envs])[0]
-        self._opens[rows[owner], node] = _flatten([env._n_dialog for env in envs])[0]
-        is_menu = kind <= NODE_SUB  # tops and submenus, each with exactly ``cap`` items
-        children, owner_c, position = _flatten([list(chain.from_iterable(env._n_children)) for env in envs])
-        cap = self._cap[rows[owner_c]]
-        self._children[rows[owner_c], node[is_menu][position // cap + np.searchsorted(owner[is_menu], owner_c)],
-                       position % cap] = children  # fmt: skip
-        self._n_top[rows] = [len(env._top) for env in envs]
-        tops, owner_t, slot = _flatten([env._top for env in envs])
+        r = rows[owner]
+        self._kind[r, node] = kind
+        label = _flatten([env._n_label for env in envs])[0]
+        opens = _flatten([env._n_dialog for env in envs])[0]
+        self._opens[r, node] = opens
+        tops, owner_t, slot_t = _flatten([env._top for env in envs])
+        self._n_top[rows] = np.bincount(owner_t, minlength=rows.size)
         self._top[rows] = -1
-        self._top[rows[owner_t], slot] = tops
+        self._top[rows[owner_t], slot_t] = tops
+        self._slot[rows[owner_t], tops] = slot_t
+        # the menu bar's role and labels (its flag changes with the screen)
+        bar = np.zeros((rows.size, MENUBAR_SLOTS, SLOT_TOKENS), dtype=np.uint8)
+        bar[owner_t, slot_t] = _slots(MENU, label[tops + np.searchsorted(owner, owner_t)])
+        self._tokens[rows, _BAR:_LEVELS] = bar.reshape(rows.size, -1)
+        # tops and submenus have exactly ``cap`` items each, listed in node order
+        menus = np.flatnonzero(kind <= NODE_SUB)
+        children, owner_c, position = _flatten([list(chain.from_iterable(env._n_children)) for env in envs])
+        rc, cap = rows[owner_c], self._cap[rows[owner_c]]
+        menu = menus[position // cap + np.searchsorted(owner[menus], owner_c)]
+        slot = position % cap
+        child = children + np.searchsorted(owner, owner_c)  # the child's index in the flat lists
+        self._children[rc, node[menu], slot] = children
+        self._slot[rc, children] = slot
+        self._menu_block[rows] = 0
+        block = _slots(_ROLE[kind[child]], label[child])
+        self._menu_block[rc[:, None], node[menu][:, None], (slot * SLOT_TOKENS)[:, None] + _SLOT] = block
+        # the goal dialogs: their menu paths and openers
         self._d_path[rows] = -1
-        goal_dialogs = [k.goal_dialogs for k in knobs]
         paths, pair, level = _flatten(
             [p for env, g in zip(envs, goal_dialogs, strict=True) for p in env._d_path[:g]]
         )
         env_of = np.repeat(rows, goal_dialogs)
         dialog_of = np.concatenate([np.arange(g) for g in goal_dialogs])
         self._d_path[env_of[pair], dialog_of[pair], level] = paths
-        # the dialogs and their controls
-        for name, lists in (
-            ("_d_label", [env._d_label for env in envs]),
-            ("_d_mask", [env._d_mask for env in envs]),
-        ):
-            values, owner_d, dialog = _flatten(lists)
-            target = getattr(self, name)
-            target[rows] = 0
-            target[rows[owner_d], dialog] = values
+        self._d_len[rows] = 0
+        self._d_len[env_of, dialog_of] = np.bincount(pair, minlength=env_of.size)
+        opener = np.flatnonzero((kind == NODE_OPENER) & (opens < GOAL_DIALOGS))
+        self._d_opener[r[opener], opens[opener]] = node[opener]
+
+    def _load_dialogs(self, rows: np.ndarray, envs: list[GUIEnv]) -> None:
+        """The dialogs (labels, tabs, goal masks), their controls (kinds, labels, values), the goals."""
+        labels, owner_d, dialog = _flatten([env._d_label for env in envs])
+        self._d_label[rows[owner_d], dialog] = labels
+        self._d_mask[rows] = 0
+        self._d_mask[rows[owner_d], dialog] = _flatten([env._d_mask for env in envs])[0]
         tabs, owner_d, position = _flatten([list(chain.from_iterable(env._d_tabs)) for env in envs])
-        per = self._tabs[rows[owner_d]]
-        self._d_tabs[rows[owner_d], position // per, position % per] = tabs
+        rd, per = rows[owner_d], self._tabs[rows[owner_d]]
+        self._tab_block[rows] = 0
+        columns = ((position % per) * SLOT_TOKENS)[:, None] + _SLOT
+        self._tab_block[rd[:, None], (position // per)[:, None], columns] = _slots(TAB, tabs)
         kinds, owner_c, control = _flatten([env._c_kind for env in envs])
-        self._c_kind[rows[owner_c], control] = kinds
-        self._committed[rows[owner_c], control] = _flatten([env._committed for env in envs])[0]
-        labels, owner_l, position = _flatten([list(chain.from_iterable(env._c_label)) for env in envs])
-        self._c_label[rows[owner_l], position // 2, position % 2] = labels
+        rc = rows[owner_c]
+        self._c_kind[rc, control] = kinds
+        self._committed[rc, control] = _flatten([env._committed for env in envs])[0]
+        names = _flatten([list(chain.from_iterable(env._c_label)) for env in envs])[0].reshape(-1, 2)
+        self._control_slot[rc, control, 0] = np.where(kinds == KIND_CHECK, CHECKBOX, FIELD)
+        self._control_slot[rc, control, 1:] = names
         goals, owner_g, goal = _flatten([env._g_control for env in envs])
-        self._goals[rows] = [len(env._g_control) for env in envs]
+        rg = rows[owner_g]
+        self._goals[rows] = np.bincount(owner_g, minlength=rows.size)
         self._g_control[rows] = 0
-        self._g_control[rows[owner_g], goal] = goals
+        self._g_control[rg, goal] = goals
         self._goal_of[rows] = -1
-        self._goal_of[rows[owner_g], goals] = goal
-        self._g_target[rows[owner_g], goal] = _flatten([env._g_target for env in envs])[0]
-        per_page = self._controls[rows[owner_g]]
+        self._goal_of[rg, goals] = goal
+        self._g_target[rg, goal] = _flatten([env._g_target for env in envs])[0]
         self._g_page[rows] = 0
-        self._g_page[rows[owner_g], goal] = (goals // per_page) % self._tabs[rows[owner_g]]
+        self._g_page[rg, goal] = (goals // self._controls[rg]) % self._tabs[rg]
 
     def _load_state(self, rows: np.ndarray, envs: list[GUIEnv]) -> None:
-        """The starting ``GUICore`` of ``envs`` into rows ``rows``; the static tokens."""
+        """The starting ``GUICore`` of ``envs`` into rows ``rows``."""
         cores = [env._core for env in envs]
         self._dialog[rows] = [core[0] for core in cores]
         self._path[rows] = -1
@@ -361,14 +404,6 @@ class GUIVectorEnv(RLAVectorEnv):
         self._pw[rows] = [core[5] for core in cores]
         self._cw[rows] = [core[6] for core in cores]
         self._pending[rows] = self._committed[rows]
-        # the menu bar's role and labels (its flag changes with the screen)
-        top = self._top[rows]
-        bar = np.zeros((rows.size, MENUBAR_SLOTS, SLOT_TOKENS), dtype=np.int64)
-        shown = top >= 0
-        bar[:, :, 0] = np.where(shown, MENU, 0)
-        bar[:, :, 1] = np.where(shown, self._label[rows[:, None], np.maximum(top, 0)], 0)
-        bar[:, :, 2:4] = np.where(shown, NONE, 0)[:, :, None]
-        self._tokens[rows, _BAR:_LEVELS] = bar.reshape(rows.size, -1)
 
     def _session_tables(self, rows: np.ndarray) -> None:
         """The oracle's per-episode tables of ``rows``: ``units``, ``spans`` and ``rest``."""
@@ -545,9 +580,7 @@ class GUIVectorEnv(RLAVectorEnv):
         deep = np.flatnonzero(main & (self._depth > 1))
         if deep.size:  # re-clicking the deepest open submenu would change nothing
             level = self._depth[deep] - 2
-            kids = self._children[deep, self._path[deep, level]]
-            slot = (kids == self._path[deep, level + 1][:, None]).argmax(axis=1)
-            masks[deep, LEVEL_ + level * ITEMS + slot] = False
+            masks[deep, LEVEL_ + level * ITEMS + self._slot[deep, self._path[deep, level + 1]]] = False
         masks[:, ESCAPE_] = np.where(in_dialog, ~self._instant, self._depth > 0)
         masks[:, TAB_:ROW_] = (
             in_dialog[:, None] & (self._tabs[:, None] > _PAGE) & (self._page[:, None] != _PAGE)
@@ -574,48 +607,38 @@ class GUIVectorEnv(RLAVectorEnv):
     def _tokens_all(self, in_dialog: np.ndarray) -> None:
         """(n, token_length) token observations of every sub-env, into ``self._tokens``."""
         n, rows, tokens = self.num_envs, self._rows_all, self._tokens
-        main = ~in_dialog
-        dialog = np.maximum(self._dialog, 0)
-        focus = np.maximum(self._focus, 0)
-        focused = in_dialog & (self._focus >= 0)
-        tokens[:, _HEAD] = np.where(in_dialog, self._d_label[rows, dialog], MAIN)
+        dialog = np.where(in_dialog, self._dialog, DIALOGS)  # DIALOGS: the empty rows
+        focus = np.where(in_dialog & (self._focus >= 0), self._focus, CONTROLS)
+        tokens[:, _HEAD] = np.where(in_dialog, self._d_label[rows, np.minimum(dialog, DIALOGS - 1)], MAIN)
         tokens[:, _HEAD + 1] = np.where(in_dialog & (self._offset > 0), MORE, NONE)
         tokens[:, _HEAD + 2] = np.where(in_dialog & (self._offset + ROWS < self._controls), MORE, NONE)
-        tokens[:, _HEAD + 3 : _HEAD + 5] = np.where(focused[:, None], self._c_label[rows, focus], NONE)
-        tokens[:, _HEAD + 5] = np.where(focused, self._pending[rows, focus], NONE)
-        opened = np.where(self._top == self._path[:, :1], OPEN, NONE)
-        flag = np.where(in_dialog[:, None], DISABLED, opened)
-        tokens[:, _BAR + 4 : _LEVELS : SLOT_TOKENS] = np.where(self._top >= 0, flag, 0)
-        # the open menus
-        nodes = np.maximum(self._path[:, :LEVELS], 0)
-        kids = self._children[rows[:, None], nodes]  # (n, level, item)
-        shown = (main[:, None] & (self._depth[:, None] > _LEVEL))[:, :, None] & (
-            self._cap[:, None, None] > _ITEM
+        focused = focus < CONTROLS
+        tokens[:, _HEAD + 3 : _HEAD + 5] = np.where(
+            focused[:, None], self._control_slot[rows, focus, 1:], NONE
         )
-        menus = np.zeros((n, LEVELS, ITEMS, SLOT_TOKENS), dtype=np.int64)
-        menus[..., 0] = np.where(shown, _ROLE[self._kind[rows[:, None, None], kids]], 0)
-        menus[..., 1] = np.where(shown, self._label[rows[:, None, None], kids], 0)
-        menus[..., 2] = menus[..., 3] = np.where(shown, NONE, 0)
-        is_open = kids == self._path[:, 1:, None]
-        menus[..., 4] = np.where(shown, np.where(is_open, OPEN, NONE), 0)
-        tokens[:, _LEVELS:_TABS] = menus.reshape(n, -1)
-        # the open dialog: tabs, pane rows, buttons
-        tabs = np.zeros((n, TAB_SLOTS, SLOT_TOKENS), dtype=np.int64)
-        tab_on = in_dialog[:, None] & (self._tabs[:, None] > _PAGE)
-        tabs[..., 0] = np.where(tab_on, TAB, 0)
-        tabs[..., 1] = np.where(tab_on, self._d_tabs[rows, dialog], 0)
-        tabs[..., 2] = tabs[..., 3] = np.where(tab_on, NONE, 0)
-        tabs[..., 4] = np.where(tab_on, np.where(self._page[:, None] == _PAGE, ACTIVE, NONE), 0)
-        tokens[:, _TABS:_PANE] = tabs.reshape(n, -1)
-        pane = np.zeros((n, ROWS, SLOT_TOKENS), dtype=np.int64)
-        on, shown_c = self._row_on, self._shown
-        role = np.where(self._c_kind[rows[:, None], shown_c] == KIND_CHECK, CHECKBOX, FIELD)
-        pane[..., 0] = np.where(on, role, 0)
-        pane[..., 1:3] = np.where(on[..., None], self._c_label[rows[:, None], shown_c], 0)
-        pane[..., 3] = np.where(on, self._pending[rows[:, None], shown_c], 0)
-        pane[..., 4] = np.where(on, np.where(shown_c == self._focus[:, None], FOCUSED, NONE), 0)
+        tokens[:, _HEAD + 5] = np.where(focused, self._pending[rows, focus], NONE)
+        flag = np.where(in_dialog[:, None], DISABLED, np.where(self._top == self._path[:, :1], OPEN, NONE))
+        tokens[:, _BAR + 4 : _LEVELS : SLOT_TOKENS] = np.where(self._top >= 0, flag, 0)
+        menus = np.where(self._path[:, :LEVELS] >= 0, self._path[:, :LEVELS], NODES)
+        tokens[:, _LEVELS:_TABS] = self._menu_block[rows[:, None], menus].reshape(n, -1)
+        r, level = np.nonzero(self._path[:, 1:LEVELS] >= 0)  # the open submenus are flagged
+        slot = self._slot[r, self._path[r, level + 1]]
+        tokens[r, _LEVELS + (level * ITEMS + slot) * SLOT_TOKENS + 4] = OPEN
+        tokens[:, _TABS:_PANE] = self._tab_block[rows, dialog]
+        d = np.flatnonzero(in_dialog)
+        tokens[d, _TABS + self._page[d] * SLOT_TOKENS + 4] = ACTIVE
+        shown = np.where(self._row_on, self._shown, CONTROLS)
+        pane = np.empty((n, ROWS, SLOT_TOKENS), dtype=np.uint8)
+        pane[:, :, :3] = self._control_slot[rows[:, None], shown]
+        pane[:, :, 3] = self._pending[rows[:, None], shown]
+        pane[:, :, 4] = np.where(self._row_on, np.where(shown == self._focus[:, None], FOCUSED, NONE), 0)
         tokens[:, _PANE:_BUTTONS] = pane.reshape(n, -1)
-        tokens[:, _BUTTONS:] = np.where(in_dialog[:, None], self._buttons, 0)
+        tokens[:, _BUTTONS:] = self._buttons * in_dialog[:, None]
+
+    def _observations(self) -> Any:
+        if self.obs_mode == "dict":
+            return {"tokens": self._tokens.astype(np.int64), "action_mask": self._masks.copy()}
+        return np.concatenate([self._tokens, self._masks], axis=1, dtype=np.float32)
 
     # -------------------------------------------------------------- oracle
     def _cost(self, e: np.ndarray) -> np.ndarray:
@@ -623,7 +646,8 @@ class GUIVectorEnv(RLAVectorEnv):
         cost = np.zeros(e.size, dtype=np.int64)
         in_dialog = self._dialog[e] >= 0
         m = e[~in_dialog]
-        cost[~in_dialog] = self._rest[m, self._cw[m]] - self._prefixes(m).max(axis=1)
+        self._common[m], self._longest[m] = self._prefixes(m)  # kept for the oracle
+        cost[~in_dialog] = self._rest[m, self._cw[m]] - np.maximum(self._longest[m], 0)
         d = e[in_dialog]
         dialog = self._dialog[d]
         cost[in_dialog] = self._dialog_cost(
@@ -633,16 +657,15 @@ class GUIVectorEnv(RLAVectorEnv):
         cost[self._cw[e] == 0] = 0
         return cost
 
-    def _prefixes(self, m: np.ndarray) -> np.ndarray:
-        """(k, goal dialogs): the open menus' common prefix with each goal dialog's path, 0 for a
-        dialog with nothing to fix (sub-envs ``m`` in the main window)."""
+    def _prefixes(self, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Sub-envs ``m`` in the main window: (k, goal dialogs) the open menus' common prefix with
+        each goal dialog's path, -1 for a dialog with nothing to fix; and (k,) the longest."""
         path = self._path[m, None, :LEVELS]
-        common = ((path == self._d_path[m, :, :LEVELS]) & (path >= 0)).sum(axis=2)
-        return np.where(self._active(m), common, 0)
-
-    def _active(self, m: np.ndarray) -> np.ndarray:
-        """(k, goal dialogs): whether each goal dialog has a wrong saved setting."""
-        return (self._cw[m, None] & self._d_mask[m, :GOAL_DIALOGS]) != 0
+        # paths in a tree: equal at a level means equal up to it
+        same = ((path == self._d_path[m, :, :LEVELS]) & (path >= 0)).view(np.int8)
+        common = (same[:, :, 0] + same[:, :, 1] + same[:, :, 2]).astype(np.int64)
+        common[(self._cw[m, None] & self._d_mask[m, :GOAL_DIALOGS]) == 0] = -1
+        return common, common.max(axis=1)
 
     def _goal_offsets(self, e: np.ndarray) -> np.ndarray:
         """(k, goals): the scroll offset of each goal's page."""
@@ -667,18 +690,23 @@ class GUIVectorEnv(RLAVectorEnv):
         """Exact cost of dialog states of sub-envs ``e`` (the dialog's goal ``mask``, its page,
         each goal's page offset, the focused goal field): :meth:`GUIOracle._plan` over every subset."""
         wrong = pw & mask
-        fix = _SUBSET[None, :]
-        left = (cw & ~mask)[:, None] | (wrong[:, None] & ~fix)
-        focus_bit = np.where(focus_goal >= 0, np.left_shift(1, np.maximum(focus_goal, 0)), 0)[:, None]
-        spanned = fix & ~focus_bit  # the focused field is typed into without a click or scrolling
-        index = (e * SPAN_TABLE + page * OFFSETS)[:, None, None] + spanned[:, :, None] * _SPAN_SUBSET
-        spans = np.take(self._spans, index + _SPAN_GOAL + offsets[:, None, :]).sum(axis=2)
-        units = np.take(self._units, (e * SUBSETS)[:, None] + fix) - ((fix & focus_bit) != 0)
-        rest = np.take(self._rest, (e * SUBSETS)[:, None] + left)
-        close = 1 - ((left == 0) & self._instant[e, None])
-        cost = np.where((fix & ~wrong[:, None]) == 0, units + spans + close + rest, BIG).min(axis=1)
-        cost = np.minimum(cost, 1 + self._rest[e, cw])  # cancel
-        return np.where(cw == 0, 0, cost)
+        left = (cw & ~mask)[:, None] | (wrong[:, None] & ~_SUBSET)  # fix the subset, leave the rest
+        focus_bit = np.left_shift(1, focus_goal, where=focus_goal >= 0, out=np.zeros_like(focus_goal))[
+            :, None
+        ]
+        spanned = _SUBSET & ~focus_bit  # the focused field is typed into without a click or scrolling
+        index = (e * SPAN_TABLE + page * OFFSETS)[:, None] + spanned * _SPAN_SUBSET
+        cost = np.take(self._spans, index + offsets[:, :1])
+        for goal in range(1, MAX_GOALS):
+            cost += np.take(self._spans, index + (offsets[:, goal, None] + _SPAN_GOAL[goal]))
+        cost += np.take(self._units, (e * SUBSETS)[:, None] + _SUBSET)
+        cost -= (_SUBSET & focus_bit) != 0
+        cost += np.take(self._rest, (e * SUBSETS)[:, None] + left)
+        cost += 1 - ((left == 0) & self._instant[e, None])  # OK, or close
+        cost[(_SUBSET & ~wrong[:, None]) != 0] = BIG
+        best = np.minimum(cost.min(axis=1), 1 + self._rest[e, cw])  # or cancel
+        best[cw == 0] = 0
+        return best
 
     def _oracle_masks(self) -> np.ndarray:
         """int8 (n, actions): the admissible commands that lower the exact distance by one."""
@@ -696,47 +724,53 @@ class GUIVectorEnv(RLAVectorEnv):
         return oracle.astype(np.int8)
 
     def _menu_oracle(self, m: np.ndarray, oracle: np.ndarray) -> None:
-        """Oracle commands of sub-envs ``m`` in the main window: menu clicks change the prefix only."""
-        k = m.size
+        """Oracle commands of sub-envs ``m`` in the main window. The cost there is ``rest[cw]`` less
+        the longest common prefix P of the open menus with a goal dialog's path, so only a click
+        that extends a longest prefix by one lowers it (P = 0: the dialog's top menu; else its next
+        submenu), or one that opens a goal dialog whose menus are all open (costed exactly)."""
         target = self._distance[m] - 1
-        rest = self._rest[m, self._cw[m]]
-        active = self._active(m)
-        prefixes = self._prefixes(m)  # (k, dialog)
-        first = self._d_path[m, :, 0]
-        tops = self._top[m]
-        hit = (active[:, None, :] & (tops[:, :, None] == first[:, None, :])).any(axis=2)
-        after = np.where(tops == self._path[m, :1], 0, hit)
-        oracle[m, :LEVEL_] = rest[:, None] - after == target[:, None]
-        kids = self._children[m[:, None], np.maximum(self._path[m, :LEVELS], 0)]  # (k, level, item)
-        kind = self._kind[m[:, None, None], kids]
-        deeper = np.minimum(prefixes[:, None, :], _LEVEL[None, :, None] + 1)  # (k, level, dialog)
-        on_path = kids[..., None] == self._d_path[m, :, 1:].transpose(0, 2, 1)[:, :, None, :]
-        sub = np.where(active[:, None, None, :], deeper[:, :, None, :] + on_path, 0).max(axis=3)
-        cost = np.where(kind == NODE_SUB, rest[:, None, None] - sub, rest[:, None, None])
-        opener = (kind == NODE_OPENER) & (self._depth[m][:, None] > _LEVEL)[:, :, None]
-        if opener.any():
-            r, level, item = np.nonzero(opener)
-            e = m[r]
-            dialog = self._opens[e, kids[r, level, item]]
-            mask = self._d_mask[e, dialog]
-            zeros = np.zeros((r.size, MAX_GOALS), dtype=np.int64)
-            cost[r, level, item] = self._dialog_cost(
-                e, mask, np.zeros_like(e), zeros, np.full_like(e, -1), self._cw[e] & mask, self._cw[e]
-            )
-        oracle[m, LEVEL_:TAB_] = (cost == target[:, None, None]).reshape(k, LEVELS * ITEMS)
-        back = np.where(active, np.minimum(prefixes, (self._depth[m] - 1)[:, None]), 0).max(axis=1)
-        oracle[m, ESCAPE_] = rest - back == target
+        common, longest = self._common[m], self._longest[m]  # set by _cost with the state
+        for d in range(GOAL_DIALOGS):
+            length = self._d_len[m, d]
+            on = (common[:, d] == longest) & (longest < length)
+            top = on & (longest == 0)
+            e = m[top]
+            oracle[e, self._slot[e, self._d_path[e, d, 0]]] = True
+            sub = np.flatnonzero(on & (longest > 0))
+            e, level = m[sub], longest[sub] - 1
+            oracle[e, LEVEL_ + level * ITEMS + self._slot[e, self._d_path[e, d, level + 1]]] = True
+            full = np.flatnonzero((common[:, d] == length) & (length > 0))
+            if full.size:
+                e = m[full]
+                mask = self._d_mask[e, d]
+                zeros = np.zeros((e.size, MAX_GOALS), dtype=np.int64)
+                cost = self._dialog_cost(
+                    e, mask, zeros[:, 0], zeros, zeros[:, 0] - 1, self._cw[e] & mask, self._cw[e]
+                )
+                action = LEVEL_ + (length[full] - 1) * ITEMS + self._slot[e, self._d_opener[e, d]]
+                oracle[e, action] = cost == target[full]
 
     def _dialog_oracle(self, d: np.ndarray, oracle: np.ndarray) -> None:
-        """Oracle commands of sub-envs ``d`` with a dialog open: every distinct successor costed."""
-        k = d.size
+        """Oracle commands of sub-envs ``d`` with a dialog open. OK and Cancel lead to the main
+        window (``rest`` of the new mask). Inside the dialog the distinct successors are costed in
+        one batch (tabs, scrolls, clicks on goal controls, typing the target or another value),
+        only where some goal setting is wrong pending: otherwise the only plan fixes nothing,
+        which costs the same from any page, offset and focus, and making a setting wrong never
+        helps (``rest`` grows with the mask). A click on another control only drops the focus,
+        which never lowers a session's cost."""
         target = self._distance[d] - 1
         mask = self._d_mask[d, self._dialog[d]]
-        pw, cw, page, instant = self._pw[d], self._cw[d], self._page[d], self._instant[d]
+        pw, cw = self._pw[d], self._cw[d]
         saved = (cw & ~mask) | (pw & mask)
         oracle[d, OK_] = oracle[d, ENTER_] = self._rest[d, saved] == target
         oracle[d, CANCEL_] = oracle[d, ESCAPE_] = self._rest[d, cw] == target
-        # successors costed in one batch: 4 tabs, 2 scrolls, 5 rows, typing the target or not
+        busy = (pw & mask) != 0
+        if not busy.all():
+            d, target, mask, pw, cw = d[busy], target[busy], mask[busy], pw[busy], cw[busy]
+        k = d.size
+        if not k:
+            return
+        page, instant = self._page[d], self._instant[d]
         offsets = self._goal_offsets(d)
         focus_goal = self._focus_goal(d)
         kinds = TAB_SLOTS + 2 + ROWS + 2
@@ -771,7 +805,7 @@ class GUIVectorEnv(RLAVectorEnv):
             [
                 masks[:, TAB_:ROW_] | ((following[:, None] == _PAGE) & masks[:, [NEXT_TAB_]]),
                 masks[:, [SCROLL_UP_, SCROLL_DOWN_]],
-                masks[:, ROW_:OK_],
+                masks[:, ROW_:OK_] & (goal >= 0),
                 typing[:, None] & (masks[:, TYPE_:ENTER_] & typed).any(axis=1)[:, None],
                 typing[:, None] & (masks[:, TYPE_:ENTER_] & ~typed).any(axis=1)[:, None],
             ],
