@@ -21,6 +21,7 @@ same batch as the current states.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -73,37 +74,80 @@ _COLOR_TOK = np.array([TOK[c] for c in COLORS], dtype=np.int64)
 _KIND_TOK = np.array([TOK[k] for k in KINDS], dtype=np.int64)
 _ROOM_TOK = np.array([TOK[r] for r in ROOMS] + [NONE], dtype=np.int64)  # index -1: no room
 _STATUS_TOK = np.array(STATUS_TOK, dtype=np.int64)
-_REC_TOK = np.array([*REC_TOK, [HOLDING, NONE]], dtype=np.int64)  # index -1 (HELD): "holding"
+_REC_TOK = np.array([*REC_TOK, [NONE, NONE]], dtype=np.int64)  # index -1 (no receptacle): NONE
+# where an object is, as the goal detail says it: index -1 (HELD) "holding", -3 (EMPTY) nothing
+_PLACE_TOK = np.array([*REC_TOK, [NONE, NONE], [NONE, NONE], [HOLDING, NONE]], dtype=np.int64)
 _AT_STATE_TOK = np.array([NONE, TOK["closed"], TOK["open"]], dtype=np.int64)
 _PROCESS_STATUS = np.zeros(N_RECS, dtype=np.int64)  # the status an appliance gives, 0 elsewhere
 _PROCESS_STATUS[[SINK, MICROWAVE, FRIDGE]] = [CLEAN_ - PUT_, HEAT_ - PUT_, COOL_ - PUT_]
 _DETAILS = ("live", "start", "none")
+_ROOM_IDS, _REC_IDS = np.arange(N_ROOMS), np.arange(N_RECS)
+_SPECIAL_AT = np.array([SINK, MICROWAVE, FRIDGE, DESK])  # where clean, heat, cool, use lamp work
 
-# The plan table: symbol 0 is no stop, then p0, p1, the target, the family's place, the desk;
-# the first three are opened when closed, the place and the desk are not (their command needs
-# none). Rows are the cases of :meth:`HouseholdEnv._plan_cost`, each up to two plans.
-_NO, _P0, _P1, _T, _PL, _DK = range(6)
-_CASES = (
-    ((_DK,), ()),  # 0 examine, holding the object
-    ((_P0, _DK), ()),  # 1 examine
-    ((_PL, _T), ()),  # 2 holding the object, status still needed
-    ((_T,), ()),  # 3 holding the object
-    ((_P0, _PL, _T), ()),  # 4 status still needed
-    ((_P0, _T), ()),  # 5 (no cost if p0 is the target)
-    ((_T, _P1, _T), ()),  # 6 two, holding object 0, object 1 not in place
-    ((_T,), ()),  # 7 two, holding object 0, object 1 in place
-    ((_T, _P0, _T), ()),  # 8 two, holding object 1, object 0 not in place
-    ((_T,), ()),  # 9 two, holding object 1, object 0 in place
+# The plan table. A plan is four stops, each a symbol: where goal object 0 or 1 is, the target,
+# the family's place, the desk; the first three are opened when closed, the place and the desk
+# are not (their command needs none).
+_P0, _P1, _T, _PL, _DK = range(5)
+_CASES: tuple[tuple[tuple[int, ...], ...], ...] = (
+    ((_DK,),),  # 0 examine, holding the object
+    ((_P0, _DK),),  # 1 examine
+    ((_PL, _T),),  # 2 holding the object, status still needed
+    ((_T,),),  # 3 holding the object
+    ((_P0, _PL, _T),),  # 4 status still needed
+    ((_P0, _T),),  # 5 (no cost if p0 is the target)
+    ((_T, _P1, _T),),  # 6 two, holding object 0, object 1 not in place
+    ((_T,),),  # 7 two, holding object 0, object 1 in place
+    ((_T, _P0, _T),),  # 8 two, holding object 1, object 0 not in place
+    ((_T,),),  # 9 two, holding object 1, object 0 in place
     ((_P0, _T, _P1, _T), (_P1, _T, _P0, _T)),  # 10 two, both to fetch: either order
-    ((_P0, _T), ()),  # 11 two, object 0 to fetch
-    ((_P1, _T), ()),  # 12 two, object 1 to fetch
-    ((), ()),  # 13 two, both in place: no cost
+    ((_P0, _T),),  # 11 two, object 0 to fetch
+    ((_P1, _T),),  # 12 two, object 1 to fetch
+    ((_T,),),  # 13 two, both in place: no cost
 )
-_PLAN_SYMBOLS = np.zeros((len(_CASES), 2, 4), dtype=np.int64)
-for _case, _plans in enumerate(_CASES):
-    for _p, _stops in enumerate(_plans):
-        _PLAN_SYMBOLS[_case, _p, : len(_stops)] = _stops
-_SECOND_PLAN = _PLAN_SYMBOLS[:, 1, 0] != _NO
+
+
+def _plan_case(family: int, code: int, need: bool, p0_placed: bool, p1_placed: bool) -> tuple[int, bool]:
+    """The case of :data:`_CASES` for one state, and whether it costs nothing (the branches of
+    :meth:`HouseholdEnv._plan_cost`)."""
+    if family == TWO:
+        if code >= 0:  # holding goal object 0 or 1: is the other in place?
+            return 6 + 2 * code + (p1_placed if code == 0 else p0_placed), False
+        return 10 + 2 * p0_placed + p1_placed, p0_placed and p1_placed
+    if family == EXAMINE:
+        return (0 if code == 0 else 1), False
+    return 2 + 2 * (code != 0) + (not need), not need and p0_placed
+
+
+def _plan_table() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per state key (see :meth:`HouseholdVectorEnv._plan_costs`): the symbols of the two plans'
+    stops (row 4p + s: stop s of plan p), the plans' lengths, whether the state costs nothing.
+    Shorter plans repeat their last stop (a stop at the same receptacle again moves and opens
+    nothing) and a missing second plan repeats the first, so every state costs the same
+    operations."""
+    symbols, lengths, free = [], [], []
+    for family in range(len(FAMILIES)):
+        for code in _CODES:
+            for need, p0_placed, p1_placed in itertools.product((False, True), repeat=3):
+                case, no_cost = _plan_case(family, code, need, p0_placed, p1_placed)
+                plans = _CASES[case]
+                row = []
+                for p in range(2):
+                    stops = plans[min(p, len(plans) - 1)]
+                    row += [*stops, *[stops[-1]] * (4 - len(stops))]
+                symbols.append(row)
+                lengths.append([len(plans[min(p, len(plans) - 1)]) for p in range(2)])
+                free.append(no_cost)
+    return np.array(symbols), np.array(lengths), np.array(free)
+
+
+# the state key: family * 40 + (code - EMPTY) * 8 + need * 4 + p0_placed * 2 + p1_placed
+_CODES = (EMPTY, JUNK, HELD, 0, 1)  # HELD never occurs as a code: it keeps the key arithmetic simple
+_PLAN_SYMBOLS, _PLAN_LENGTHS, _FREE = _plan_table()
+
+
+def _hint_tokens(p0: np.ndarray, p1: np.ndarray) -> np.ndarray:
+    """(k, 4) goal detail: where goal objects 0 and 1 are (``p1`` EMPTY: there is no second)."""
+    return np.take(_PLACE_TOK, np.stack([p0, p1], axis=1), axis=0).reshape(-1, 4)
 
 
 def _bits(x: np.ndarray) -> np.ndarray:
@@ -227,6 +271,8 @@ class HouseholdVectorEnv(RLAVectorEnv):
     # ---------------------------------------------------------- generation
     def _start(self, rows: np.ndarray) -> None:
         """Start the next episode of each sub-env in ``rows``: generate, read, observe, cost."""
+        if rows.size == 0:
+            return
         self._load(rows)
         self._refresh(rows)
         self._begin(rows)
@@ -282,14 +328,8 @@ class HouseholdVectorEnv(RLAVectorEnv):
         tokens[rows, 2] = _KIND_TOK[names[:, 0, 1]]
         tokens[rows, 3:5] = _REC_TOK[np.where(target >= 0, target, DESK)]
         tokens[rows, 9:25] = _ROOM_TOK[self._rec_room[rows]]
-        start = self._hint_tokens(rows, where)
+        start = _hint_tokens(where[:, 0], np.where(family == TWO, where[:, 1], EMPTY))
         self._hint[rows] = np.where((detail == 1)[:, None], start, NONE)
-
-    def _hint_tokens(self, rows: np.ndarray, where: np.ndarray) -> np.ndarray:
-        """(k, 4) goal detail: where each goal object is (2 tokens each; NONE for a missing second)."""
-        hint = _REC_TOK[where[:, :2]].reshape(-1, 4)
-        hint[~self._two[rows], 2:] = NONE
-        return hint
 
     # ------------------------------------------------------------ dynamics
     def _advance(self, e: np.ndarray, a: np.ndarray, invalid: np.ndarray) -> np.ndarray:
@@ -345,48 +385,59 @@ class HouseholdVectorEnv(RLAVectorEnv):
     # ------------------------------------------------------ observation
     def _refresh(self, e: np.ndarray) -> None:
         """Masks, tokens, the plan cost and (with ``oracle_info``) the oracle of rows ``e``."""
-        room, at, held = self._room[e], self._at[e], self._held[e]
+        full = e.size == self.num_envs  # then rows are slices: views instead of gathers
+        rows: Any = slice(None) if full else e
         k = e.size
+        room, at, held, opened = self._room[rows], self._at[rows], self._held[rows], self._opened[rows]
         at0 = np.maximum(at, 0)
         here = at >= 0
-        is_open = here & ((self._opened[e] >> at0) & 1 == 1)
+        is_open = here & ((opened >> at0) & 1 == 1)
         openable = here & _OPENABLE_RECS[at0]
         holding = held >= 0
-        count = np.where(here, self._count[e, at0], 0)
-        masks = np.zeros((k, self._masks.shape[1]), dtype=np.int8)
-        rooms = np.arange(N_ROOMS)
-        masks[:, :GO_] = (rooms < self._rooms[e][:, None]) & (rooms != room[:, None])
-        rec_room = self._rec_room[e]
-        masks[:, GO_:OPEN_] = (rec_room == room[:, None]) & (np.arange(N_RECS) != at[:, None])
+        place = e * N_RECS + at0  # the agent's receptacle, as a row of (n * N_RECS, ...) views
+        visible = np.where(is_open, np.take(self._count.reshape(-1), place), 0)
+        c = int(visible.max())  # slots beyond the fullest open receptacle in view are all empty
+        slots = place[:, None] * MAX_OBJECTS + np.arange(c)  # contiguous (k, c): narrow views are slow
+        inside = np.take(self._contents.reshape(-1), slots)  # the objects there, by slot
+        masks = np.zeros((k, self._masks.shape[1]), dtype=bool)
+        masks[:, :GO_] = self._rooms[rows][:, None] > _ROOM_IDS
+        masks[:, GO_:OPEN_] = self._rec_room[rows] == room[:, None]
+        row_ids = np.arange(k)
+        masks[row_ids, room] = False  # the agent's own room and receptacle
+        masks[row_ids[here], GO_ + at[here]] = False
         masks[:, OPEN_] = openable & ~is_open
         masks[:, CLOSE_] = openable & is_open
-        takes = is_open & ~holding
-        masks[:, TAKE_:PUT_] = takes[:, None] & (np.arange(MAX_OBJECTS) < count[:, None])
+        masks[:, TAKE_ : TAKE_ + c] = (is_open & ~holding)[:, None] & (inside >= 0)
         masks[:, PUT_] = is_open & holding
-        special = here & holding
-        masks[:, CLEAN_] = special & (at == SINK)
-        masks[:, HEAT_] = special & (at == MICROWAVE)
-        masks[:, COOL_] = special & (at == FRIDGE)
-        masks[:, USE_] = special & (at == DESK)
-        masks[:, LOOK_] = 1
-        self._masks[e] = masks
+        masks[:, CLEAN_:LOOK_] = (here & holding)[:, None] & (at[:, None] == _SPECIAL_AT)
+        masks[:, LOOK_] = True
+        self._masks[rows] = masks
         # tokens: the goal detail, the agent's room and receptacle, what it sees and holds
-        where = self._where[e]
-        live = self._live[e]
+        where = self._where[rows]
+        two = self._two[rows]
+        p0, p1 = where[:, 0], np.where(two, where[:, 1], EMPTY)
+        live = self._live[rows]
+        hint = self._hint[rows]
         if live.any():
-            self._tokens[e, 5:9] = np.where(live[:, None], self._hint_tokens(e, where), self._hint[e])
+            hint = np.where(live[:, None], _hint_tokens(p0, p1), hint)
+        tokens = self._tokens
+        tokens[rows, 5:9] = hint
+        tokens[rows, 25] = _ROOM_TOK[room]
+        tokens[rows, 26:28] = np.take(_REC_TOK, at, axis=0)
+        tokens[rows, 28] = _AT_STATE_TOK[openable * (1 + is_open)]
+        objects = self._object_tokens.reshape(-1, 3)  # row e * (MAX_OBJECTS + 1) + object
+        first = (e * (MAX_OBJECTS + 1))[:, None]
+        shown = np.take(objects, first + np.where(is_open[:, None], inside, -1), axis=0)
+        tokens[rows, 29 : 29 + 3 * c] = shown.reshape(k, 3 * c)
+        tokens[rows, 29 + 3 * c : 65] = NONE
+        tokens[rows, 65:68] = np.take(objects, first[:, 0] + np.where(holding, held, MAX_OBJECTS), axis=0)
+        # the plan cost, and the oracle's commands
+        code = np.where(holding, np.where(held < 1 + two, held, JUNK), EMPTY)
+        state = (room, at, code, p0, p1, self._status[rows, 0], opened)
+        if self.oracle_info:
+            self._oracle_and_cost(e, rows, masks, state, inside)
         else:
-            self._tokens[e, 5:9] = self._hint[e]
-        self._tokens[e, 25] = _ROOM_TOK[room]
-        place = _REC_TOK[at0]
-        self._tokens[e, 26] = np.where(here, place[:, 0], NONE)
-        self._tokens[e, 27] = np.where(here, place[:, 1], NONE)
-        self._tokens[e, 28] = _AT_STATE_TOK[openable * (1 + is_open)]
-        objects = self._object_tokens[e]
-        shown = np.where(is_open[:, None], self._contents[e, at0], -1)
-        self._tokens[e, 29:65] = objects[np.arange(k)[:, None], shown].reshape(k, 3 * MAX_OBJECTS)
-        self._tokens[e, 65:68] = objects[np.arange(k), held]
-        self._oracle_and_cost(e, masks, room, at, held, where)
+            self._cost_now[rows] = self._plan_costs(e, *state)[0]
 
     # -------------------------------------------------------------- oracle
     def _plan_costs(
@@ -400,100 +451,90 @@ class HouseholdVectorEnv(RLAVectorEnv):
         status: np.ndarray,
         opened: np.ndarray,
     ) -> tuple[np.ndarray, ...]:
-        """Exact optimal cost of each state (sub-env ``g``), vectorised :meth:`HouseholdEnv._plan_cost`.
+        """Exact optimal cost of each state (of sub-env ``g``): vectorised :meth:`HouseholdEnv._plan_cost`.
 
-        Returns the cost, each plan's cost (m, 2), its first stop and the room of that stop,
-        its first move's cost and the bits of the receptacles it opens if closed."""
+        Also returns, per plan (2, m): its cost, its cost without the first move, its first stop
+        and that stop's room, and the bits of the receptacles it opens if closed."""
+        m = g.size
         family, target, required = self._family[g], self._target[g], self._required[g]
-        two = family == TWO
-        need = (required != 0) & (status != required)
-        holding = code >= 0
-        one = np.where(family == EXAMINE, 1 - holding, 2 + 2 * ~holding + ~need)
-        pend0, pend1 = p0 != target, p1 != target
-        waiting = np.where(pend0, np.where(pend1, 10, 11), np.where(pend1, 12, 13))
-        case = np.where(
-            two, np.where(holding, 6 + 2 * code + np.where(code == 0, ~pend1, ~pend0), waiting), one
-        )
-        values = np.stack(
-            [np.full_like(g, -1), p0, p1, target, _PLACE[family], np.full_like(g, DESK)], axis=1
-        )
-        symbols = _PLAN_SYMBOLS[case].reshape(-1, 8)
-        stops = np.take_along_axis(values, symbols, axis=1).reshape(-1, 2, 4)
-        valid = stops >= 0
-        stop_room = self._rec_room[g[:, None, None], stops]
-        from_at = np.concatenate(
-            [np.broadcast_to(at[:, None, None], (g.size, 2, 1)), stops[:, :, :3]], axis=2
-        )
-        from_room = np.concatenate(
-            [np.broadcast_to(room[:, None, None], (g.size, 2, 1)), stop_room[:, :, :3]], axis=2
-        )
-        moves = ((stops != from_at).astype(np.int64) + (stop_room != from_room)) * valid
-        opens = np.where(valid & (symbols.reshape(-1, 2, 4) <= _T), np.left_shift(1, np.maximum(stops, 0)), 0)
-        opens = np.bitwise_or.reduce(opens, axis=2)
-        plan = valid.sum(axis=2) + moves.sum(axis=2) + _bits(opens & ~opened[:, None])
-        plan[:, 1] = np.where(_SECOND_PLAN[case], plan[:, 1], _BIG)
-        zero = (case == 13) | ((case == 5) & (p0 == target))
-        cost = np.where(zero, 0, plan.min(axis=1) + (code == JUNK))
-        return cost, plan, stops[:, :, 0], stop_room[:, :, 0], moves[:, :, 0], opens
+        need = (status != required) & (required != 0)
+        key = family * 40 + (code - EMPTY) * 8 + need * 4 + (p0 == target) * 2 + (p1 == target)
+        values = np.stack([p0, p1, target, _PLACE[family], np.full(m, DESK)])  # by symbol
+        # each value's room (garbage for a value that is not a receptacle: no plan stops there)
+        rooms = np.take(self._rec_room.reshape(-1), g * N_RECS + values)
+        pick = np.take(_PLAN_SYMBOLS, key, axis=0).T * m + np.arange(m)  # (8, m): symbol's value
+        stops, stop_rooms = np.take(values, pick).reshape(2, 4, m), np.take(rooms, pick).reshape(2, 4, m)
+        first = (stops[:, 0] != at).view(np.int8) + (stop_rooms[:, 0] != room).view(np.int8)
+        moves = (stops[:, 1:] != stops[:, :-1]).view(np.int8) + (stop_rooms[:, 1:] != stop_rooms[:, :-1])
+        opens = np.where(pick < 3 * m, np.left_shift(1, np.maximum(stops.reshape(8, m), 0)), 0)
+        opens = np.bitwise_or.reduce(opens.reshape(2, 4, m), axis=1)
+        rest = np.take(_PLAN_LENGTHS, key, axis=0).T + moves.sum(axis=1) + _bits(opens & ~opened)
+        plan = rest + first
+        cost = np.where(_FREE[key], 0, np.minimum(plan[0], plan[1]) + (code == JUNK))
+        return cost, plan, rest, stops[:, 0], stop_rooms[:, 0], opens
 
     def _oracle_and_cost(
-        self, e: np.ndarray, masks: np.ndarray, room: np.ndarray, at: np.ndarray, held: np.ndarray,
-        where: np.ndarray,
-    ) -> None:  # fmt: skip
+        self, e: np.ndarray, rows: Any, masks: np.ndarray, state: tuple[np.ndarray, ...], inside: np.ndarray
+    ) -> None:
         """The plan cost of rows ``e`` into ``_cost_now`` and their oracle commands into ``_oracle``:
-        the admissible commands whose successor costs one less (:meth:`HouseholdEnv._oracle_actions`)."""
+        the admissible commands whose successor costs one less (:meth:`HouseholdEnv._oracle_actions`).
+        Moves and "open" are costed from the current plans; take, put and process of a goal
+        object change the plans, so those successors are costed in the same batch."""
         k = e.size
-        two = self._two[e]
-        code = np.where(held < 0, EMPTY, np.where(held < 1 + two, held, JUNK))
-        p0, p1 = where[:, 0], np.where(two, where[:, 1], EMPTY)
-        status, opened = self._status[e, 0], self._opened[e]
-        if not self.oracle_info:
-            self._cost_now[e] = self._plan_costs(e, room, at, code, p0, p1, status, opened)[0]
-            return
-        # successors that change the plans, costed in one batch with the current states
-        jt = np.flatnonzero(masks[:, TAKE_])  # take: object 0, object 1 (two), another
-        jp = np.flatnonzero(masks[:, PUT_])
-        jc = np.flatnonzero((held == 0) & ~two & (_PROCESS_STATUS[np.maximum(at, 0)] > 0) & (at >= 0))
-        rows = np.concatenate([np.arange(k), jt, jt, jt, jp, jc])
-        t = rows.size
-        v_code, v_p0, v_p1, v_status = code[rows], p0[rows], p1[rows], status[rows]
-        s1, s2, s3, s4 = k + jt.size, k + 2 * jt.size, k + 3 * jt.size, k + 3 * jt.size + jp.size
-        v_code[k:s1], v_p0[k:s1] = 0, HELD
-        v_code[s1:s2], v_p1[s1:s2] = 1, HELD
-        v_code[s2:s3] = JUNK
-        v_code[s3:s4] = EMPTY
-        v_p0[s3:s4] = np.where(code[jp] == 0, at[jp], p0[jp])
-        v_p1[s3:s4] = np.where(code[jp] == 1, at[jp], p1[jp])
-        v_status[s4:t] = _PROCESS_STATUS[at[jc]]
-        cost_all, plan, first, first_room, first_move, opens = self._plan_costs(
-            e[rows], room[rows], at[rows], v_code, v_p0, v_p1, v_status, opened[rows]
+        room, at, code, p0, p1, status, opened = state
+        two = self._two[rows]
+        takes = masks[:, TAKE_]
+        j0 = np.flatnonzero(takes & (p0 == at))  # goal object 0 lies here: take it
+        j1 = np.flatnonzero(takes & two & (p1 == at))
+        jp = np.flatnonzero(masks[:, PUT_] & (code >= 0))  # put a goal object down here
+        jc = np.flatnonzero((code == 0) & ~two & (_PROCESS_STATUS[np.maximum(at, 0)] > 0) & (at >= 0))
+        batch = np.concatenate([np.arange(k), j0, j1, jp, jc])
+        ends = np.cumsum([k, j0.size, j1.size, jp.size, jc.size])
+        v_code, v_p0, v_p1, v_status = code[batch], p0[batch], p1[batch], status[batch]
+        v_code[ends[0] : ends[1]], v_p0[ends[0] : ends[1]] = 0, HELD
+        v_code[ends[1] : ends[2]], v_p1[ends[1] : ends[2]] = 1, HELD
+        v_code[ends[2] : ends[3]] = EMPTY
+        v_p0[ends[2] : ends[3]] = np.where(code[jp] == 0, at[jp], p0[jp])
+        v_p1[ends[2] : ends[3]] = np.where(code[jp] == 1, at[jp], p1[jp])
+        v_status[ends[3] :] = _PROCESS_STATUS[at[jc]]
+        costs, plan, rest, first, first_room, opens = self._plan_costs(
+            e[batch], room[batch], at[batch], v_code, v_p0, v_p1, v_status, opened[batch]
         )
-        cost = cost_all[:k]
-        self._cost_now[e] = cost
-        target = np.where(cost > 0, cost - 1, -_BIG)[:, None]
-        junk = (code == JUNK)[:, None]
+        cost = costs[:k]
+        self._cost_now[rows] = cost
+        target = np.where(cost > 0, cost - 1, -_BIG)
+        junk = code == JUNK
         oracle = np.zeros_like(masks)
-        # moves: every plan's cost without its first move, plus the move from the new place
-        rest = (plan[:k] - first_move[:k])[:, :, None]
-        first, first_room = first[:k, :, None], first_room[:k, :, None]
-        rec_room = self._rec_room[e][:, None, :]
-        to_rec = (np.arange(N_RECS) != first).astype(np.int64) + (rec_room != first_room)
-        oracle[:, GO_:OPEN_] = (rest + to_rec).min(axis=1) + junk == target
-        to_room = 1 + (np.arange(N_ROOMS) != first_room)
-        oracle[:, :GO_] = (rest + to_room).min(axis=1) + junk == target
-        opening = (plan[:k] - ((opens[:k] >> np.maximum(at, 0)[:, None]) & 1)).min(axis=1)
-        oracle[:, OPEN_] = opening + junk[:, 0] == target[:, 0]
-        # take, put, process: their successors' costs
-        kinds = np.full((k, 3), -_BIG - 1, dtype=np.int64)
-        kinds[jt] = cost_all[k:s3].reshape(3, -1).T
-        shown = self._contents[e, np.maximum(at, 0)]
-        kind = np.where(shown == 0, 0, np.where((shown == 1) & two[:, None], 1, 2))
-        oracle[:, TAKE_:PUT_] = np.take_along_axis(kinds, kind, axis=1) == target
-        oracle[jp, PUT_] = cost_all[s3:s4] == target[jp, 0]
-        oracle[jc, CLEAN_:USE_] = (cost_all[s4:t] == target[jc, 0])[:, None]
-        oracle[:, USE_] = (self._family[e] == EXAMINE) & (held == 0) & (cost > 0)
-        oracle[:, CLOSE_] = oracle[:, LOOK_] = 0
-        self._oracle[e] = oracle & masks
+        # moves: each plan's cost without its first move, plus the move from the new place (one
+        # more than the best plan's rest, unless the new place is the plan's first stop or in its room)
+        rest, first, first_room = rest[:, :k] + junk, first[:, :k], first_room[:, :k]
+        row_ids = np.arange(k)
+        at_stop = rest + (room != first_room)  # (2, k): going to the plan's first stop
+        to_rec = np.repeat((np.min(at_stop, axis=0) + 1)[:, None], N_RECS, axis=1)
+        for p in (0, 1):
+            to_rec[row_ids, first[p]] = np.minimum(to_rec[row_ids, first[p]], at_stop[p])
+        oracle[:, GO_:OPEN_] = to_rec == target[:, None]
+        to_room = np.repeat((np.min(rest, axis=0) + 2)[:, None], N_ROOMS, axis=1)
+        for p in (0, 1):
+            to_room[row_ids, first_room[p]] = np.minimum(to_room[row_ids, first_room[p]], rest[p] + 1)
+        oracle[:, :GO_] = to_room == target[:, None]
+        unopened = (opens[:, :k] >> np.maximum(at, 0)) & 1
+        oracle[:, OPEN_] = np.min(plan[:, :k] - unopened, axis=0) + junk == target
+        # take or put a goal object, process it: their successors' costs; a non-goal object
+        # taken costs one more, put down one less (the plans stay, the detour goes)
+        placed = np.zeros((2, k), dtype=bool)
+        placed[0, j0] = costs[ends[0] : ends[1]] == target[j0]
+        placed[1, j1] = costs[ends[1] : ends[2]] == target[j1]
+        c = inside.shape[1]
+        oracle[:, TAKE_ : TAKE_ + c] = (inside == 0) & placed[0][:, None] | (inside == 1) & placed[1][:, None]
+        oracle[:, PUT_] = junk
+        oracle[jp, PUT_] = costs[ends[2] : ends[3]] == target[jp]
+        oracle[jc, CLEAN_:USE_] = (costs[ends[3] :] == target[jc])[:, None]
+        oracle[:, USE_] = (self._family[rows] == EXAMINE) & (code == 0)
+        oracle &= masks
+        oracle[:, CLOSE_] = oracle[:, LOOK_] = False
+        oracle[target < 0] = False
+        self._oracle[rows] = oracle
 
     # ------------------------------------------------------------- info
     def _array_info(self, invalid: np.ndarray, progress: np.ndarray, outcome: np.ndarray) -> dict[str, Any]:
