@@ -336,7 +336,7 @@ class RLAVectorEnv(VectorEnv):
         return tuple(results)
 
     def close_extras(self, **kwargs: Any) -> None:
-        for env in self.envs:
+        for env in getattr(self, "envs", ()):  # absent when the constructor raised
             env.close()
 
 
