@@ -256,3 +256,31 @@ def test_construction_modes_and_bad_input(array_state: None) -> None:
     with pytest.raises(ValueError, match=r"actions must lie in \[0, "):
         envs.step(np.array([0, 99]))
     assert np.array_equal(np.stack(envs.call("action_masks")), envs.action_masks())
+
+
+@pytest.mark.usefixtures("array_state")
+def test_sub_envs_pinned_to_one_task_generate_it_once_and_copy_it() -> None:
+    tasks = [Task(ENV_ID, d, s) for d, s in ((0.1, 5), (0.8, 9), (0.5, 2))]
+    pinned = [tasks[0], tasks[1], tasks[0], None, tasks[1], tasks[2], tasks[0], tasks[2]]
+    ours, theirs = _pair(AutoresetMode.SAME_STEP, n=len(pinned))
+    calls = []
+    for env in ours.envs:
+        generate = env._generate
+        env._generate = lambda task, generate=generate: (calls.append(task), generate(task))[1]  # type: ignore[method-assign]
+    ours.set_tasks(pinned)
+    theirs.set_tasks(pinned)
+    obs_a, info_a = ours.reset(seed=4)
+    obs_b, info_b = theirs.reset(seed=4)
+    assert len(calls) == 4  # three shared tasks and one sampled one
+    assert _same(obs_a, obs_b)
+    _same_info(info_a, info_b)
+    rng = np.random.default_rng(2)
+    for _ in range(200):
+        actions = _actions(info_b["oracle_mask"], obs_b["action_mask"], rng)
+        obs_a, r_a, term_a, trunc_a, info_a = ours.step(actions)
+        obs_b, r_b, term_b, trunc_b, info_b = theirs.step(actions)
+        assert _same(obs_a, obs_b) and _same(r_a, r_b) and _same(term_a, term_b) and _same(trunc_a, trunc_b)
+        _same_info(info_a, info_b)
+        for i in np.flatnonzero(term_b | trunc_b):
+            assert _same(info_a["final_obs"][i], info_b["final_obs"][i])
+    assert ours.get_attr("task") == theirs.get_attr("task")
