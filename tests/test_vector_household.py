@@ -11,6 +11,7 @@ from gymnasium.vector import AutoresetMode
 
 import rla_gym.vector
 from rla_gym.core import Task
+from rla_gym.envs.household import HouseholdEnv
 from rla_gym.envs.household.vector import HouseholdVectorEnv
 from rla_gym.vector import RLAVectorEnv
 
@@ -36,10 +37,10 @@ def _same_info(ours: dict[str, Any], theirs: dict[str, Any], skip: tuple[str, ..
         assert not ours["_" + key].any(), key
 
 
-def _oracle_led_actions(info: dict[str, Any], rng: np.random.Generator) -> np.ndarray:
+def _oracle_led_actions(oracles: np.ndarray, masks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Mostly the oracle's commands (so hard tasks finish too), some admissible, some any."""
     actions = []
-    for oracle, admissible in zip(info["oracle_mask"], info["action_mask"], strict=True):
+    for oracle, admissible in zip(oracles, masks, strict=True):
         u = rng.random()
         if u < 0.7 and oracle.any():
             actions.append(rng.choice(np.flatnonzero(oracle)))
@@ -83,7 +84,9 @@ def _same_step(ours: Any, theirs: Any, actions: np.ndarray, same_step: bool) -> 
     return obs_b, term_b, trunc_b, info_b
 
 
-@pytest.mark.parametrize("autoreset", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+@pytest.mark.parametrize(
+    "autoreset", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED]
+)
 def test_household_array_state_env_matches_the_lean_loop_at_every_difficulty(
     autoreset: AutoresetMode,
 ) -> None:
@@ -100,9 +103,20 @@ def test_household_array_state_env_matches_the_lean_loop_at_every_difficulty(
     rng = np.random.default_rng(0)
     outcomes: list[int] = []
     invalid = 0
-    for _ in range(600):
-        actions = _oracle_led_actions(info_b, rng)
-        _, term, trunc, info_b = _same_step(ours, theirs, actions, same_step)
+    finished = np.zeros(n, dtype=bool)
+    for t in range(600):
+        if autoreset == AutoresetMode.DISABLED and t % 5 == 4 and finished.any():
+            options = {"reset_mask": finished.copy()}  # restart the finished ones by hand
+            obs_a, info_a = ours.reset(options=options)
+            obs_b, info_b = theirs.reset(options=options)
+            assert _same(obs_a, obs_b)
+            _same_info(info_a, info_b)
+            finished[:] = False
+        actions = _oracle_led_actions(info_b["oracle_mask"], obs_b["action_mask"], rng)
+        obs_b, term, trunc, info_b = _same_step(ours, theirs, actions, same_step)
+        if autoreset == AutoresetMode.DISABLED:  # finished sub-envs stay finished, unreported
+            assert not (finished & (term | trunc)).any() and not info_b["_distance"][finished].any()
+            finished |= term | trunc
         invalid += int(info_b["invalid_action"].sum())
         last = info_b["final_info"] if same_step and (term | trunc).any() else info_b
         outcomes += [int(last["outcome"][i]) for i in np.flatnonzero(term | trunc)]
@@ -166,7 +180,8 @@ def test_partial_reset_seeds_tasks_and_difficulties() -> None:
             for key in ("action_mask", "oracle_mask"):  # the other sub-envs keep their masks
                 info_b[key] = np.where(mask[:, None], fresh[key], info_b[key])
             continue
-        _, _, _, info_b = _same_step(ours, theirs, _oracle_led_actions(info_b, rng), same_step=False)
+        actions = _oracle_led_actions(info_b["oracle_mask"], info_b["action_mask"], rng)
+        _, _, _, info_b = _same_step(ours, theirs, actions, same_step=False)
     assert ours.get_attr("difficulty") == theirs.get_attr("difficulty")
 
 
@@ -183,3 +198,34 @@ def test_oracle_info_off_and_bad_input() -> None:
     assert type(gym.make_vec(ENV_ID, 2, array_state=True, obs_mode="text")) is RLAVectorEnv
     with pytest.raises(ValueError, match="actions must lie in"):
         envs.step(np.array([0, 1, 99]))
+
+
+def test_sub_envs_pinned_to_one_task_generate_it_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A group of rollouts on one task (DISABLED autoreset, as the group trainer runs it): one
+    generation per task and reset, the other rows copied; the same as the lean loop."""
+    generated: list[Task] = []
+    generate = HouseholdEnv._generate
+
+    def counting(env: HouseholdEnv, task: Task) -> None:
+        generated.append(task)
+        generate(env, task)
+
+    n, group = 12, 4
+    ours, theirs = _pair(n, autoreset_mode=AutoresetMode.DISABLED)
+    monkeypatch.setattr(HouseholdEnv, "_generate", counting)
+    rng = np.random.default_rng(4)
+    for r in range(3):
+        tasks = [Task(ENV_ID, 0.3 * r + 0.1 * (i // group), 70 + 10 * r + i // group) for i in range(n)]
+        for env in (ours, theirs):
+            env.set_tasks(tasks)
+        generated.clear()
+        obs_a, info_a = ours.reset(seed=r)
+        assert generated == tasks[::group]  # one generation per group
+        obs_b, info_b = theirs.reset(seed=r)
+        assert _same(obs_a, obs_b)
+        _same_info(info_a, info_b)
+        finished = np.zeros(n, dtype=bool)
+        while not finished.all():
+            actions = _oracle_led_actions(info_b["oracle_mask"], obs_b["action_mask"], rng)
+            obs_b, term, trunc, info_b = _same_step(ours, theirs, actions, same_step=False)
+            finished |= term | trunc

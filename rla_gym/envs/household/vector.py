@@ -80,7 +80,8 @@ _PLACE_TOK = np.array([*REC_TOK, [NONE, NONE], [NONE, NONE], [HOLDING, NONE]], d
 _AT_STATE_TOK = np.array([NONE, TOK["closed"], TOK["open"]], dtype=np.int64)
 _PROCESS_STATUS = np.zeros(N_RECS, dtype=np.int64)  # the status an appliance gives, 0 elsewhere
 _PROCESS_STATUS[[SINK, MICROWAVE, FRIDGE]] = [CLEAN_ - PUT_, HEAT_ - PUT_, COOL_ - PUT_]
-_DETAILS = ("live", "start", "none")
+_DETAILS = {"live": 0, "start": 1, "none": 2}
+_FAMILY_IDS = {family: i for i, family in enumerate(FAMILIES)}
 _ROOM_IDS, _REC_IDS = np.arange(N_ROOMS), np.arange(N_RECS)
 _SPECIAL_AT = np.array([SINK, MICROWAVE, FRIDGE, DESK])  # where clean, heat, cool, use lamp work
 
@@ -209,6 +210,13 @@ class HouseholdVectorEnv(RLAVectorEnv):
         self._distance = np.zeros(n, dtype=i64)
         self._cost_now = np.zeros(n, dtype=i64)  # the state's plan cost (not 0 after examine succeeds)
         self._oracle = np.zeros((n, len(HouseholdEnv.action_names)), dtype=np.int8)
+        # every row an episode's start writes (copied whole for sub-envs pinned to one task)
+        self._world = (
+            self._family, self._rooms, self._rec_room, self._target, self._required, self._two, self._live,
+            self._hint, self._budget_factor, self._budget_slack, self._difficulty, self._task_key,
+            self._task_seed, self._object_tokens, self._room, self._at, self._held, self._opened,
+            self._contents, self._count, self._where, self._status, self._examined, self._tokens,
+        )  # fmt: skip
 
     # -------------------------------------------------------------- gym API
     def reset(
@@ -232,12 +240,13 @@ class HouseholdVectorEnv(RLAVectorEnv):
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         acts = self._check_actions(actions)
         n = self.num_envs
-        starting = np.flatnonzero(self._autoreset)
+        disabled = self.autoreset_mode == AutoresetMode.DISABLED
+        frozen = self._autoreset.copy()
+        starting = np.flatnonzero(frozen) if not disabled else np.zeros(0, dtype=np.int64)
         if starting.size:  # NEXT_STEP: these sub-envs only start their next episode
             self._load(starting)
-            active = np.flatnonzero(~self._autoreset)
-        else:
-            active = self._rows_all
+        # DISABLED: finished sub-envs stay as they are, unstepped and unreported, until reset
+        active = np.flatnonzero(~frozen) if frozen.any() else self._rows_all
         invalid = np.zeros(n, dtype=bool)
         success = self._advance(active, acts[active], invalid)
         self._refresh(self._rows_all)
@@ -266,6 +275,10 @@ class HouseholdVectorEnv(RLAVectorEnv):
         else:
             self._autoreset = terminated | truncated
         info = self._array_info(invalid, progress, outcome)
+        if disabled:
+            self._autoreset |= frozen
+            for key in self._keys:
+                info["_" + key][frozen] = False
         return self._observations(), rewards, terminated, truncated, info
 
     # ---------------------------------------------------------- generation
@@ -286,48 +299,86 @@ class HouseholdVectorEnv(RLAVectorEnv):
         self._budget[rows] = budget + self._budget_slack[rows]
 
     def _load(self, rows: np.ndarray) -> None:
-        """Generate each row's next world with the single env's code and read it into the arrays."""
+        """Generate each row's next world with the single env's code and read it into the arrays.
+
+        Sub-envs pinned to the same task (a group of rollouts) generate it once; the others copy
+        its rows."""
+        first: dict[Task, int] = {}
+        fresh, sources, copies = [], [], []
+        for i in rows.tolist():
+            env = self.envs[i]
+            pinned = env._pinned_task
+            if pinned is not None and pinned in first:
+                env._task, env._steps, env._done = pinned, 0, False
+                sources.append(first[pinned])
+                copies.append(i)
+                continue
+            fresh.append(i)
+            if pinned is not None:
+                first[pinned] = i
+        self._read(np.array(fresh, dtype=np.int64) if copies else rows)
+        for array in self._world if copies else ():
+            array[copies] = array[sources]
+
+    def _read(self, rows: np.ndarray) -> None:
+        """Generate the next world of each row in ``rows`` and read it into the arrays."""
         envs = [self.envs[i] for i in rows.tolist()]
         tasks: list[Task] = [env._start_task() for env in envs]
         k, objs = rows.size, MAX_OBJECTS
-        family = np.array([FAMILIES.index(env._family) for env in envs], dtype=np.int64)
-        self._family[rows] = family
+        chain = itertools.chain.from_iterable
+        ints = np.fromiter(
+            chain(
+                (_FAMILY_IDS[env._family], env._knobs.rooms, env._target, env._required, env._open & _ALL_OPEN,
+                 env._room, _DETAILS[env._knobs.goal_detail], env._knobs.budget_slack, task.key, task.seed)
+                for env, task in zip(envs, tasks, strict=True)
+            ),
+            dtype=np.int64,
+            count=10 * k,
+        ).reshape(k, 10).T  # fmt: skip
+        family, target, detail = ints[0], ints[2], ints[6]
+        self._family[rows], self._rooms[rows], self._target[rows], self._required[rows] = ints[:4]
+        self._opened[rows], self._room[rows] = ints[4], ints[5]
+        self._budget_slack[rows], self._task_key[rows], self._task_seed[rows] = ints[7:]
+        self._budget_factor[rows] = [env._knobs.budget_factor for env in envs]
+        self._difficulty[rows] = [task.difficulty for task in tasks]
         self._two[rows] = family == TWO
-        self._rooms[rows] = [env._knobs.rooms for env in envs]
-        self._rec_room[rows] = [env._rec_room for env in envs]
-        self._target[rows] = target = np.array([env._target for env in envs], dtype=np.int64)
-        self._required[rows] = [env._required for env in envs]
-        self._opened[rows] = [env._open & _ALL_OPEN for env in envs]
-        self._room[rows] = [env._room for env in envs]
+        self._live[rows] = detail == 0
         self._at[rows] = self._held[rows] = -1
         self._examined[rows] = False
-        detail = np.array([_DETAILS.index(env._knobs.goal_detail) for env in envs], dtype=np.int64)
-        self._live[rows] = detail == 0
-        self._budget_factor[rows] = [env._knobs.budget_factor for env in envs]
-        self._budget_slack[rows] = [env._knobs.budget_slack for env in envs]
-        self._difficulty[rows] = [task.difficulty for task in tasks]
-        self._task_key[rows] = [task.key for task in tasks]
-        self._task_seed[rows] = [task.seed for task in tasks]
-        names = np.array([env._names + [(0, 0)] * (objs - len(env._names)) for env in envs], dtype=np.int64)
-        self._object_tokens[rows, :objs, 0] = _COLOR_TOK[names[:, :, 0]]
-        self._object_tokens[rows, :objs, 1] = _KIND_TOK[names[:, :, 1]]
-        self._object_tokens[rows, :objs, 2] = NONE
-        self._where[rows] = where = np.array([env._where + [-2] * (objs - len(env._where)) for env in envs])
+        rec_room = np.fromiter(chain(env._rec_room for env in envs), dtype=np.int64, count=k * N_RECS)
+        self._rec_room[rows] = rec_room = rec_room.reshape(k, N_RECS)
+        # objects: names (colour, kind) and places, then what each receptacle holds
+        counts = np.array([len(env._where) for env in envs])
+        owner = np.repeat(np.arange(k), counts)  # (row, object) of each object of the k worlds
+        obj = np.arange(owner.size) - np.repeat(np.cumsum(counts) - counts, counts)
+        names = np.fromiter(chain(chain(env._names) for env in envs), dtype=np.int64).reshape(-1, 2)
+        objects = np.full((k, objs, 3), NONE, dtype=np.int64)  # colour, kind, status (plain)
+        objects[owner, obj, 0], objects[owner, obj, 1] = _COLOR_TOK[names[:, 0]], _KIND_TOK[names[:, 1]]
+        self._object_tokens[rows, :objs] = objects
+        where = np.full((k, objs), -2, dtype=np.int64)  # -2: no such object
+        where[owner, obj] = np.fromiter(chain(env._where for env in envs), dtype=np.int64)
+        self._where[rows] = where
         self._status[rows] = 0
+        spots = np.fromiter(
+            chain(
+                (j, r, slot, obj)
+                for j, env in enumerate(envs)
+                for r in env._present
+                for slot, obj in enumerate(env._contents[r])
+            ),
+            dtype=np.int64,
+        ).reshape(-1, 4).T  # fmt: skip
         contents = np.full((k, N_RECS, objs), -1, dtype=np.int64)
-        for j, env in enumerate(envs):
-            for r, inside in enumerate(env._contents):
-                if inside:
-                    contents[j, r, : len(inside)] = inside
+        contents[spots[0], spots[1], spots[2]] = spots[3]
         self._contents[rows] = contents
-        self._count[rows] = (contents >= 0).sum(axis=2)
+        self._count[rows] = np.bincount(spots[0] * N_RECS + spots[1], minlength=k * N_RECS).reshape(k, N_RECS)
         # the goal and the map never change during an episode: written into the tokens once
         tokens = self._tokens
         tokens[rows, 0] = _FAMILY_TOK[family]
-        tokens[rows, 1] = np.where(family == TWO, NONE, _COLOR_TOK[names[:, 0, 0]])
-        tokens[rows, 2] = _KIND_TOK[names[:, 0, 1]]
+        tokens[rows, 1] = np.where(family == TWO, NONE, objects[:, 0, 0])
+        tokens[rows, 2] = objects[:, 0, 1]
         tokens[rows, 3:5] = _REC_TOK[np.where(target >= 0, target, DESK)]
-        tokens[rows, 9:25] = _ROOM_TOK[self._rec_room[rows]]
+        tokens[rows, 9:25] = _ROOM_TOK[rec_room]
         start = _hint_tokens(where[:, 0], np.where(family == TWO, where[:, 1], EMPTY))
         self._hint[rows] = np.where((detail == 1)[:, None], start, NONE)
 
