@@ -18,6 +18,7 @@ from rla_gym.envs.reason.vector import ReasonVectorEnv
 from rla_gym.vector import RLAVectorEnv
 
 ENV_ID = "RLA-Reason-v0"
+ACTIONS = len(ReasonEnv.action_names)
 N = 22  # difficulties 0, 0.05, ..., 1: every family, operator set, digit count and budget
 
 
@@ -181,8 +182,8 @@ def test_worksheets_read_into_arrays_are_the_single_envs() -> None:
                 codes = [_code(text[:j]) if j <= len(text) else -1 for j in range(BUFFER + 1)]
                 assert envs._codes[i, :, r].tolist() == codes and envs._full[i, r] == _code(text)
                 commands = ["0123456789-".index(c) for c in text] + [WRITE_ + r]
-                commands += [len(ReasonEnv.action_names)] * (BUFFER + 1 - len(commands))
-                assert envs._target[i, :, r].tolist() == commands
+                flat = [i * ACTIONS + c for c in commands] + [N * 10 * ACTIONS] * (BUFFER + 1 - len(commands))
+                assert envs._target[i, :, r].tolist() == flat  # indices into the flat oracle array
             assert (envs._codes[i, :, len(rows) :] == -1).all()
             assert envs._deps[i, : len(rows)].tolist() == [sum(1 << d for d in row.deps) for row in rows]
             assert not envs._valid[i, len(rows) :].any() and envs._valid[i, : len(rows)].all()

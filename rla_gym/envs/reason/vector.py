@@ -81,13 +81,13 @@ _LIST, _TRACE = _FAMILY["list"], _FAMILY["trace"]
 _VAR = {name: k for k, name in enumerate(VARS)}
 _OK, _REJECTED, _USED, _UNUSED = TOK["ok"], TOK["rejected"], TOK["used"], TOK["unused"]
 _PADDING = [[NO_VALUE] * (ROWS - m) for m in range(ROWS + 1)]
-_END = -1  # in the next-character table: the value ends here
+_END, _NOTHING = -1, -2  # in the next-character table: the value ends here, or before
 
 
 def _value_table() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For v in [-999, 999] (row ``v + MAX_VALUE``; the last row is ``NO_VALUE``) and each
     buffer length j: the length of ``str(v)``, its prefix code of length j (-1 past the end) and
-    its character at j (``_END`` at the end, ``ACTIONS`` past it)."""
+    its character at j (``_END`` at the end, ``_NOTHING`` past it)."""
     strings = [str(v) for v in range(-MAX_VALUE, MAX_VALUE + 1)]
     length = np.array([len(x) for x in strings] + [0], dtype=np.int64)
     chars = np.array([[CHARS.index(c) for c in x] + [PAD] * (BUFFER - len(x)) for x in strings] + [[PAD] * 4])
@@ -98,8 +98,8 @@ def _value_table() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     codes[-1] = -1
     after = np.concatenate([chars, np.full((len(length), 1), PAD)], axis=1)
     position = np.arange(BUFFER + 1) - length[:, None]
-    after = np.where(position < 0, after, np.where(position == 0, _END, ACTIONS))
-    after[-1] = ACTIONS
+    after = np.where(position < 0, after, np.where(position == 0, _END, _NOTHING))
+    after[-1] = _NOTHING
     return length, codes.astype(np.int16), after
 
 
@@ -139,9 +139,12 @@ class ReasonVectorEnv(RLAVectorEnv):
         self._last = np.zeros(n, dtype=np.int64)  # index of the answer row
         self._valid = np.zeros((n, ROWS), dtype=bool)  # rows the worksheet has
         self._deps = np.zeros((n, ROWS), dtype=np.int64)  # bitmask of the rows each row waits for
-        self._codes = np.full((n, BUFFER + 1, ROWS), -1, dtype=np.int16)  # value prefix code by length
+        # value prefix codes and the oracle's command (as an index into the flat oracle array, see
+        # _oracle_masks) of each row by buffer length; read as rows of (n * (BUFFER + 1), ROWS)
+        self._codes = np.full((n, BUFFER + 1, ROWS), -1, dtype=np.int16)
         self._full = np.zeros((n, ROWS), dtype=np.int16)  # each value's code
-        self._target = np.full((n, BUFFER + 1, ROWS), ACTIONS, dtype=np.int64)  # oracle command by length
+        self._target = np.full((n, BUFFER + 1, ROWS), n * ACTIONS, dtype=np.int64)
+        self._layer = self._rows_all * (BUFFER + 1)  # row of sub-env i's buffer length 0 in those
         self._maxlen = np.zeros(n, dtype=np.int64)
         self._allowed = np.zeros((n, len(CHARS)), dtype=bool)
         self._static = np.zeros((n, ROWS, 6), dtype=np.int64)  # label, operator, operands of a row
@@ -160,7 +163,7 @@ class ReasonVectorEnv(RLAVectorEnv):
         self._written = np.zeros(n, dtype=np.int64)  # bitmask of the rows written
         self._ready = np.zeros((n, ROWS), dtype=bool)
         self._buffer = np.full((n, BUFFER), PAD, dtype=np.int64)  # characters typed
-        self._code = np.zeros(n, dtype=np.int64)  # the buffer's code
+        self._code = np.zeros(n, dtype=np.int16)  # the buffer's code
         self._size = np.zeros(n, dtype=np.int64)  # its length
         self._common = np.zeros(n, dtype=np.int64)  # its longest common prefix with a ready value
         self._rejected = np.zeros(n, dtype=bool)
@@ -169,7 +172,7 @@ class ReasonVectorEnv(RLAVectorEnv):
         self._budget = np.zeros(n, dtype=np.int64)
         self._optimal = np.zeros(n, dtype=np.int64)
         self._distance = np.zeros(n, dtype=np.int64)
-        self._oracle = np.zeros((n, ACTIONS + 1), dtype=np.int8)  # column ACTIONS takes no command
+        self._oracle = np.zeros(n * ACTIONS + 1, dtype=np.int8)  # flat; the last entry takes no command
 
     # -------------------------------------------------------------- gym API
     def reset(
@@ -271,7 +274,8 @@ class ReasonVectorEnv(RLAVectorEnv):
         self._codes[rows] = codes.transpose(0, 2, 1)
         self._full[rows] = np.take_along_axis(codes, length[..., None], 2)[..., 0]
         after = _NEXT_OF[at].transpose(0, 2, 1)
-        self._target[rows] = np.where(after == _END, WRITE_ + _ROW, after)
+        target = np.where(after == _END, WRITE_ + _ROW, after) + (rows * ACTIONS)[:, None, None]
+        self._target[rows] = np.where(after == _NOTHING, self.num_envs * ACTIONS, target)
         self._maxlen[rows] = length.max(axis=1)
         self._value_tokens[rows] = NUM0 + values
         return length.sum(axis=1) + sizes
@@ -331,7 +335,7 @@ class ReasonVectorEnv(RLAVectorEnv):
         """Step the ``active`` sub-envs (None: all) with commands ``a``: (success, cut, progress),
         and fill ``invalid``. The others just started an episode: their state, and so their
         distance, stays, and their steps stay 0, below any budget."""
-        ok = self._masks[self._rows_all, a] == 1
+        ok = np.take(self._masks.ravel(), self._rows_all * ACTIONS + a) == 1
         if active is None:
             invalid[:] = ~ok
         else:
@@ -344,7 +348,8 @@ class ReasonVectorEnv(RLAVectorEnv):
             self._buffer[t, size] = c
             self._code[t] = code
             self._size[t] = size + 1
-            starts = ((self._codes[t, size + 1] == code[:, None]) & self._ready[t]).any(axis=1)
+            codes = np.take(self._codes.reshape(-1, ROWS), self._layer[t] + size + 1, axis=0)
+            starts = ((codes == code[:, None]) & self._ready[t]).any(axis=1)
             self._common[t] += (self._common[t] == size) & starts
         t = np.flatnonzero(ok & (a == ERASE))
         if t.size:
@@ -420,13 +425,15 @@ class ReasonVectorEnv(RLAVectorEnv):
     # -------------------------------------------------------------- oracle
     def _oracle_masks(self) -> np.ndarray:
         """int8 (n, actions): the commands that lower the exact distance by one."""
-        oracle = self._oracle
-        oracle[:] = 0
-        e, size = self._rows_all, self._size
-        starts = self._ready & (self._codes[e, size] == self._code[:, None])  # values the buffer starts
-        oracle[e[:, None], np.where(starts, self._target[e, size], ACTIONS)] = 1
+        n, flat = self.num_envs, self._oracle
+        flat[:] = 0
+        size, layer = self._size, self._layer + self._size
+        codes = np.take(self._codes.reshape(-1, ROWS), layer, axis=0)
+        starts = self._ready & (codes == self._code[:, None])  # the values the buffer starts
+        flat[np.where(starts, np.take(self._target.reshape(-1, ROWS), layer, axis=0), n * ACTIONS)] = 1
+        oracle = flat[:-1].reshape(n, ACTIONS)
         oracle[:, ERASE] = (size > 0) & (self._common < size)
-        return oracle[:, :ACTIONS].copy()
+        return oracle.copy()
 
     # ------------------------------------------------------------ rendering
     def _refresh(self) -> None:
