@@ -85,22 +85,23 @@ _END, _NOTHING = -1, -2  # in the next-character table: the value ends here, or 
 
 
 def _value_table() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For v in [-999, 999] (row ``v + MAX_VALUE``; the last row is ``NO_VALUE``) and each
+    """For each v in [-999, 999] (row ``v + MAX_VALUE``; the last row is ``NO_VALUE``) and each
     buffer length j: the length of ``str(v)``, its prefix code of length j (-1 past the end) and
     its character at j (``_END`` at the end, ``_NOTHING`` past it)."""
-    strings = [str(v) for v in range(-MAX_VALUE, MAX_VALUE + 1)]
-    length = np.array([len(x) for x in strings] + [0], dtype=np.int64)
-    chars = np.array([[CHARS.index(c) for c in x] + [PAD] * (BUFFER - len(x)) for x in strings] + [[PAD] * 4])
-    inside = np.arange(BUFFER) < length[:, None]
-    codes = np.cumsum(np.where(inside, (chars + 1) * _POW[:BUFFER], 0), axis=1)
-    codes = np.concatenate([np.zeros((len(length), 1), dtype=np.int64), codes], axis=1)
-    codes = np.where(np.arange(BUFFER + 1) <= length[:, None], codes, -1)
-    codes[-1] = -1
-    after = np.concatenate([chars, np.full((len(length), 1), PAD)], axis=1)
-    position = np.arange(BUFFER + 1) - length[:, None]
-    after = np.where(position < 0, after, np.where(position == 0, _END, _NOTHING))
-    after[-1] = _NOTHING
-    return length, codes.astype(np.int16), after
+    lengths, codes, after = [], [], []
+    for v in range(-MAX_VALUE, MAX_VALUE + 1):
+        chars = [CHARS.index(c) for c in str(v)]
+        prefix = [0]
+        for j, c in enumerate(chars):
+            prefix.append(prefix[-1] + (c + 1) * CODE_BASE**j)
+        past = BUFFER - len(chars)
+        lengths.append(len(chars))
+        codes.append(prefix + [-1] * past)
+        after.append([*chars, _END] + [_NOTHING] * past)
+    lengths.append(0)
+    codes.append([-1] * (BUFFER + 1))
+    after.append([_NOTHING] * (BUFFER + 1))
+    return np.array(lengths), np.array(codes, dtype=np.int16), np.array(after)
 
 
 _LENGTHS, _CODES_OF, _NEXT_OF = _value_table()
@@ -252,7 +253,7 @@ class ReasonVectorEnv(RLAVectorEnv):
         self._difficulty[rows], self._task_key[rows], self._task_seed[rows] = difficulty, key, seed
         left = self._load_values(rows, values)
         self._load_rows(rows, sheet[:, ROW0:].reshape(-1, ROWS, 6), family)
-        if (family >= _LIST).any():
+        if (family >= _LIST).any():  # lists and programs show a memory that writes change
             self._load_memory(rows, family)
         self._written[rows] = 0
         self._ready[rows] = self._valid[rows] & (self._deps[rows] == 0)
@@ -299,29 +300,35 @@ class ReasonVectorEnv(RLAVectorEnv):
         self._deps[rows] = np.where(chain[:, None], _CHAIN, used[..., 0] | used[..., 1])
 
     def _load_memory(self, rows: np.ndarray, family: np.ndarray) -> None:
-        """A list's items in the order rows use them; a program's variables and what sets them."""
-        for k in np.flatnonzero(family >= _LIST).tolist():
-            i = int(rows[k])
-            env = self._env(i)
-            if family[k] == _LIST:
+        """A list's items by the row that ticks them off; a program's variables and the rows
+        that set them."""
+        lists, traces = rows[family == _LIST], rows[family == _TRACE]
+        if lists.size:
+            ranks, counts = [], []
+            for i in lists.tolist():
+                env = self._env(i)
                 items = env._items
-                if env._header[1] == "sum":
-                    order = list(range(len(items)))
-                else:  # the k-th smallest: a stable sort, ties in list order
-                    order = sorted(range(len(items)), key=items.__getitem__)
-                rank = [0] * len(items)
+                order: list[int] = list(range(len(items)))  # a running sum: in list order
+                if env._header[1] == "kth":  # the k-th smallest: a stable sort, ties in list order
+                    order.sort(key=items.__getitem__)
+                rank = [ROWS] * MEMORY  # ROWS: no row
                 for place, item in enumerate(order):
-                    rank[item] = place
-                self._rank[i] = ROWS
-                self._rank[i, : len(items)] = rank
-                self._items[i] = np.arange(MEMORY) < len(items)
-            else:
+                    rank[item] = min(place, ROWS)
+                ranks.append(rank)
+                counts.append(len(items))
+            self._rank[lists] = ranks
+            self._items[lists] = np.arange(MEMORY) < np.array(counts)[:, None]
+        if traces.size:
+            starts, counts, labels = [], [], []
+            for i in traces.tolist():
+                env = self._env(i)
                 start = list(env._start.values())
-                self._start_values[i] = 0
-                self._start_values[i, : len(start)] = start
-                self._variables[i] = np.arange(MEMORY // 2) < len(start)
-                self._label_var[i] = -1
-                self._label_var[i, : len(env._rows)] = [_VAR.get(row.label, -1) for row in env._rows]
+                starts.append(start + [0] * (MEMORY // 2 - len(start)))
+                counts.append(len(start))
+                labels.append([_VAR.get(row.label, -1) for row in env._rows] + [-1] * (ROWS - len(env._rows)))
+            self._start_values[traces] = starts
+            self._variables[traces] = np.arange(MEMORY // 2) < np.array(counts)[:, None]
+            self._label_var[traces] = labels
 
     # ------------------------------------------------------------ dynamics
     def _clear_buffer(self, e: np.ndarray) -> None:
