@@ -498,7 +498,7 @@ class GUIVectorEnv(RLAVectorEnv):
         opened = units + spans[:, :, :, 0, 0].sum(axis=2)  # (k, subset): session from page 0
         todo = _SUBSET[None, :, None] & self._d_mask[rows, None, :GOAL_DIALOGS]  # (k, subset, dialog)
         sessions = np.take_along_axis(opened, todo.reshape(k, -1), axis=1).reshape(todo.shape)
-        menus = (self._d_path[rows, :, :LEVELS] >= 0).sum(axis=2)[:, None, :]
+        menus = self._d_len[rows][:, None, :]  # each goal dialog's menu clicks, then its opener and OK
         rest = np.where(todo != 0, menus + 2 + sessions, 0).sum(axis=2)
         self._rest[rows] = rest - (self._instant[rows][:, None] & (rest > 0))
 
