@@ -22,7 +22,7 @@ same batch as the current states.
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from gymnasium.vector import AutoresetMode
@@ -82,8 +82,11 @@ _PROCESS_STATUS = np.zeros(N_RECS, dtype=np.int64)  # the status an appliance gi
 _PROCESS_STATUS[[SINK, MICROWAVE, FRIDGE]] = [CLEAN_ - PUT_, HEAT_ - PUT_, COOL_ - PUT_]
 _DETAILS = {"live": 0, "start": 1, "none": 2}
 _FAMILY_IDS = {family: i for i, family in enumerate(FAMILIES)}
-_ROOM_IDS, _REC_IDS = np.arange(N_ROOMS), np.arange(N_RECS)
-_SPECIAL_AT = np.array([SINK, MICROWAVE, FRIDGE, DESK])  # where clean, heat, cool, use lamp work
+# tables of masks, looked up by row (narrow column-wise comparisons are slow): the rooms of a
+# house of 1-3 rooms; clean, heat, cool, use lamp at each receptacle (index -1: none of them)
+_ROOMS_OF = np.arange(N_ROOMS + 1)[:, None] > np.arange(N_ROOMS)
+_SPECIAL_OF = np.zeros((N_RECS + 1, USE_ - PUT_), dtype=bool)
+_SPECIAL_OF[[SINK, MICROWAVE, FRIDGE, DESK], np.arange(USE_ - PUT_)] = True
 
 # The plan table. A plan is four stops, each a symbol: where goal object 0 or 1 is, the target,
 # the family's place, the desk; the first three are opened when closed, the place and the desk
@@ -154,6 +157,21 @@ def _hint_tokens(p0: np.ndarray, p1: np.ndarray) -> np.ndarray:
 def _bits(x: np.ndarray) -> np.ndarray:
     """Set bits of each int64 (non-negative), as int64."""
     return np.bitwise_count(x).astype(np.int64)
+
+
+class _View(NamedTuple):
+    """What the agent perceives in rows ``e`` of the batch (``rows``: ``e`` or all rows as a slice),
+    shared by the masks, the tokens and the oracle."""
+
+    e: np.ndarray
+    rows: Any
+    room: np.ndarray
+    at: np.ndarray
+    held: np.ndarray
+    here: np.ndarray  # at a receptacle
+    is_open: np.ndarray  # at an open receptacle (or one that never closes)
+    openable: np.ndarray  # at a receptacle that opens and closes
+    inside: np.ndarray  # (k, c) the objects in its slots, -1 for none
 
 
 class HouseholdVectorEnv(RLAVectorEnv):
@@ -322,9 +340,9 @@ class HouseholdVectorEnv(RLAVectorEnv):
 
     def _read(self, rows: np.ndarray) -> None:
         """Generate the next world of each row in ``rows`` and read it into the arrays."""
-        envs = [self.envs[i] for i in rows.tolist()]
+        envs: list[HouseholdEnv] = [self.envs[i] for i in rows.tolist()]
         tasks: list[Task] = [env._start_task() for env in envs]
-        k, objs = rows.size, MAX_OBJECTS
+        k = rows.size
         chain = itertools.chain.from_iterable
         ints = np.fromiter(
             chain(
@@ -347,7 +365,22 @@ class HouseholdVectorEnv(RLAVectorEnv):
         self._examined[rows] = False
         rec_room = np.fromiter(chain(env._rec_room for env in envs), dtype=np.int64, count=k * N_RECS)
         self._rec_room[rows] = rec_room = rec_room.reshape(k, N_RECS)
-        # objects: names (colour, kind) and places, then what each receptacle holds
+        objects, where = self._read_objects(rows, envs)
+        # the goal and the map never change during an episode: written into the tokens once
+        tokens = self._tokens
+        tokens[rows, 0] = _FAMILY_TOK[family]
+        tokens[rows, 1] = np.where(family == TWO, NONE, objects[:, 0, 0])
+        tokens[rows, 2] = objects[:, 0, 1]
+        tokens[rows, 3:5] = _REC_TOK[np.where(target >= 0, target, DESK)]
+        tokens[rows, 9:25] = _ROOM_TOK[rec_room]
+        start = _hint_tokens(where[:, 0], np.where(family == TWO, where[:, 1], EMPTY))
+        self._hint[rows] = np.where((detail == 1)[:, None], start, NONE)
+
+    def _read_objects(self, rows: np.ndarray, envs: list[HouseholdEnv]) -> tuple[np.ndarray, np.ndarray]:
+        """The objects of fresh worlds: names (colour, kind) and places, then what each receptacle
+        holds; returns the rows' object tokens and places."""
+        k, objs = rows.size, MAX_OBJECTS
+        chain = itertools.chain.from_iterable
         counts = np.array([len(env._where) for env in envs])
         owner = np.repeat(np.arange(k), counts)  # (row, object) of each object of the k worlds
         obj = np.arange(owner.size) - np.repeat(np.cumsum(counts) - counts, counts)
@@ -372,15 +405,7 @@ class HouseholdVectorEnv(RLAVectorEnv):
         contents[spots[0], spots[1], spots[2]] = spots[3]
         self._contents[rows] = contents
         self._count[rows] = np.bincount(spots[0] * N_RECS + spots[1], minlength=k * N_RECS).reshape(k, N_RECS)
-        # the goal and the map never change during an episode: written into the tokens once
-        tokens = self._tokens
-        tokens[rows, 0] = _FAMILY_TOK[family]
-        tokens[rows, 1] = np.where(family == TWO, NONE, objects[:, 0, 0])
-        tokens[rows, 2] = objects[:, 0, 1]
-        tokens[rows, 3:5] = _REC_TOK[np.where(target >= 0, target, DESK)]
-        tokens[rows, 9:25] = _ROOM_TOK[rec_room]
-        start = _hint_tokens(where[:, 0], np.where(family == TWO, where[:, 1], EMPTY))
-        self._hint[rows] = np.where((detail == 1)[:, None], start, NONE)
+        return objects, where
 
     # ------------------------------------------------------------ dynamics
     def _advance(self, e: np.ndarray, a: np.ndarray, invalid: np.ndarray) -> np.ndarray:
@@ -438,57 +463,68 @@ class HouseholdVectorEnv(RLAVectorEnv):
         """Masks, tokens, the plan cost and (with ``oracle_info``) the oracle of rows ``e``."""
         full = e.size == self.num_envs  # then rows are slices: views instead of gathers
         rows: Any = slice(None) if full else e
-        k = e.size
         room, at, held, opened = self._room[rows], self._at[rows], self._held[rows], self._opened[rows]
         at0 = np.maximum(at, 0)
         here = at >= 0
         is_open = here & ((opened >> at0) & 1 == 1)
-        openable = here & _OPENABLE_RECS[at0]
-        holding = held >= 0
         place = e * N_RECS + at0  # the agent's receptacle, as a row of (n * N_RECS, ...) views
         visible = np.where(is_open, np.take(self._count.reshape(-1), place), 0)
         c = int(visible.max())  # slots beyond the fullest open receptacle in view are all empty
         slots = place[:, None] * MAX_OBJECTS + np.arange(c)  # contiguous (k, c): narrow views are slow
         inside = np.take(self._contents.reshape(-1), slots)  # the objects there, by slot
-        masks = np.zeros((k, self._masks.shape[1]), dtype=bool)
-        masks[:, :GO_] = self._rooms[rows][:, None] > _ROOM_IDS
-        masks[:, GO_:OPEN_] = self._rec_room[rows] == room[:, None]
-        row_ids = np.arange(k)
-        masks[row_ids, room] = False  # the agent's own room and receptacle
-        masks[row_ids[here], GO_ + at[here]] = False
-        masks[:, OPEN_] = openable & ~is_open
-        masks[:, CLOSE_] = openable & is_open
-        masks[:, TAKE_ : TAKE_ + c] = (is_open & ~holding)[:, None] & (inside >= 0)
-        masks[:, PUT_] = is_open & holding
-        masks[:, CLEAN_:LOOK_] = (here & holding)[:, None] & (at[:, None] == _SPECIAL_AT)
-        masks[:, LOOK_] = True
+        view = _View(e, rows, room, at, held, here, is_open, here & _OPENABLE_RECS[at0], inside)
+        masks = self._admissible(view)
         self._masks[rows] = masks
-        # tokens: the goal detail, the agent's room and receptacle, what it sees and holds
         where = self._where[rows]
         two = self._two[rows]
         p0, p1 = where[:, 0], np.where(two, where[:, 1], EMPTY)
+        self._observe_tokens(view, p0, p1)
+        code = np.where(held >= 0, np.where(held < 1 + two, held, JUNK), EMPTY)
+        state = (room, at, code, p0, p1, self._status[rows, 0], opened)
+        if self.oracle_info:
+            self._oracle_and_cost(view, masks, state)
+        else:
+            self._cost_now[rows] = self._plan_costs(e, *state)[0]
+
+    def _admissible(self, view: _View) -> np.ndarray:
+        """(k, actions) bool: the admissible commands of the viewed rows (``HouseholdEnv._action_mask``)."""
+        rows, room, at, held = view.rows, view.room, view.at, view.held
+        is_open, openable, holding = view.is_open, view.openable, held >= 0
+        k, c = view.e.size, view.inside.shape[1]
+        masks = np.zeros((k, self._masks.shape[1]), dtype=bool)
+        masks[:, :GO_] = np.take(_ROOMS_OF, self._rooms[rows], axis=0)
+        masks[:, GO_:OPEN_] = self._rec_room[rows] == room[:, None]
+        row_ids = np.arange(k)
+        masks[row_ids, room] = False  # the agent's own room and receptacle
+        masks[row_ids[view.here], GO_ + at[view.here]] = False
+        masks[:, OPEN_] = openable & ~is_open
+        masks[:, CLOSE_] = openable & is_open
+        masks[:, TAKE_ : TAKE_ + c] = (is_open & ~holding)[:, None] & (view.inside >= 0)
+        masks[:, PUT_] = is_open & holding
+        masks[:, CLEAN_:LOOK_] = np.take(_SPECIAL_OF, np.where(holding, at, -1), axis=0)
+        masks[:, LOOK_] = True
+        return masks
+
+    def _observe_tokens(self, view: _View, p0: np.ndarray, p1: np.ndarray) -> None:
+        """The viewed rows' changing tokens: the goal detail, the agent's room and receptacle, what
+        it sees there and what it holds (the goal and the map were written at the episode's start)."""
+        rows, e, at, held = view.rows, view.e, view.at, view.held
+        k, c = e.size, view.inside.shape[1]
         live = self._live[rows]
         hint = self._hint[rows]
         if live.any():
             hint = np.where(live[:, None], _hint_tokens(p0, p1), hint)
         tokens = self._tokens
         tokens[rows, 5:9] = hint
-        tokens[rows, 25] = _ROOM_TOK[room]
+        tokens[rows, 25] = _ROOM_TOK[view.room]
         tokens[rows, 26:28] = np.take(_REC_TOK, at, axis=0)
-        tokens[rows, 28] = _AT_STATE_TOK[openable * (1 + is_open)]
+        tokens[rows, 28] = _AT_STATE_TOK[view.openable * (1 + view.is_open)]
         objects = self._object_tokens.reshape(-1, 3)  # row e * (MAX_OBJECTS + 1) + object
         first = (e * (MAX_OBJECTS + 1))[:, None]
-        shown = np.take(objects, first + np.where(is_open[:, None], inside, -1), axis=0)
+        shown = np.take(objects, first + np.where(view.is_open[:, None], view.inside, -1), axis=0)
         tokens[rows, 29 : 29 + 3 * c] = shown.reshape(k, 3 * c)
         tokens[rows, 29 + 3 * c : 65] = NONE
-        tokens[rows, 65:68] = np.take(objects, first[:, 0] + np.where(holding, held, MAX_OBJECTS), axis=0)
-        # the plan cost, and the oracle's commands
-        code = np.where(holding, np.where(held < 1 + two, held, JUNK), EMPTY)
-        state = (room, at, code, p0, p1, self._status[rows, 0], opened)
-        if self.oracle_info:
-            self._oracle_and_cost(e, rows, masks, state, inside)
-        else:
-            self._cost_now[rows] = self._plan_costs(e, *state)[0]
+        tokens[rows, 65:68] = np.take(objects, first[:, 0] + np.where(held >= 0, held, MAX_OBJECTS), axis=0)
 
     # -------------------------------------------------------------- oracle
     def _plan_costs(
@@ -524,13 +560,13 @@ class HouseholdVectorEnv(RLAVectorEnv):
         cost = np.where(_FREE[key], 0, np.minimum(plan[0], plan[1]) + (code == JUNK))
         return cost, plan, rest, stops[:, 0], stop_rooms[:, 0], opens
 
-    def _oracle_and_cost(
-        self, e: np.ndarray, rows: Any, masks: np.ndarray, state: tuple[np.ndarray, ...], inside: np.ndarray
-    ) -> None:
-        """The plan cost of rows ``e`` into ``_cost_now`` and their oracle commands into ``_oracle``:
-        the admissible commands whose successor costs one less (:meth:`HouseholdEnv._oracle_actions`).
-        Moves and "open" are costed from the current plans; take, put and process of a goal
-        object change the plans, so those successors are costed in the same batch."""
+    def _oracle_and_cost(self, view: _View, masks: np.ndarray, state: tuple[np.ndarray, ...]) -> None:
+        """The plan cost of the viewed rows into ``_cost_now`` and their oracle commands into
+        ``_oracle``: the admissible commands whose successor costs one less
+        (:meth:`HouseholdEnv._oracle_actions`). Moves and "open" are costed from the current plans;
+        take, put and process of a goal object change the plans, so those successors are costed
+        in the same batch as the current states."""
+        e, rows, inside = view.e, view.rows, view.inside
         k = e.size
         room, at, code, p0, p1, status, opened = state
         two = self._two[rows]
@@ -555,22 +591,8 @@ class HouseholdVectorEnv(RLAVectorEnv):
         self._cost_now[rows] = cost
         target = np.where(cost > 0, cost - 1, -_BIG)
         junk = code == JUNK
-        oracle = np.zeros_like(masks)
-        # moves: each plan's cost without its first move, plus the move from the new place (one
-        # more than the best plan's rest, unless the new place is the plan's first stop or in its room)
-        rest, first, first_room = rest[:, :k] + junk, first[:, :k], first_room[:, :k]
-        row_ids = np.arange(k)
-        at_stop = rest + (room != first_room)  # (2, k): going to the plan's first stop
-        to_rec = np.repeat((np.min(at_stop, axis=0) + 1)[:, None], N_RECS, axis=1)
-        for p in (0, 1):
-            to_rec[row_ids, first[p]] = np.minimum(to_rec[row_ids, first[p]], at_stop[p])
-        oracle[:, GO_:OPEN_] = to_rec == target[:, None]
-        to_room = np.repeat((np.min(rest, axis=0) + 2)[:, None], N_ROOMS, axis=1)
-        for p in (0, 1):
-            to_room[row_ids, first_room[p]] = np.minimum(to_room[row_ids, first_room[p]], rest[p] + 1)
-        oracle[:, :GO_] = to_room == target[:, None]
-        unopened = (opens[:, :k] >> np.maximum(at, 0)) & 1
-        oracle[:, OPEN_] = np.min(plan[:, :k] - unopened, axis=0) + junk == target
+        oracle = self._oracle_moves(room, at, junk, target, plan[:, :k], rest[:, :k], first[:, :k],
+                                    first_room[:, :k], opens[:, :k])  # fmt: skip
         # take or put a goal object, process it: their successors' costs; a non-goal object
         # taken costs one more, put down one less (the plans stay, the detour goes)
         placed = np.zeros((2, k), dtype=bool)
@@ -586,6 +608,38 @@ class HouseholdVectorEnv(RLAVectorEnv):
         oracle[:, CLOSE_] = oracle[:, LOOK_] = False
         oracle[target < 0] = False
         self._oracle[rows] = oracle
+
+    @staticmethod
+    def _oracle_moves(
+        room: np.ndarray,
+        at: np.ndarray,
+        junk: np.ndarray,
+        target: np.ndarray,
+        plan: np.ndarray,
+        rest: np.ndarray,
+        first: np.ndarray,
+        first_room: np.ndarray,
+        opens: np.ndarray,
+    ) -> np.ndarray:
+        """(k, actions) bool, the moves and "open" set where they reach ``target``: a move costs each
+        plan's cost without its first move plus the move from the new place (one more than the
+        best plan's rest, unless the new place is a plan's first stop or in its room)."""
+        k = room.size
+        oracle = np.zeros((k, len(HouseholdEnv.action_names)), dtype=bool)
+        rest = rest + junk
+        row_ids = np.arange(k)
+        at_stop = rest + (room != first_room)  # (2, k): going to the plan's first stop
+        to_rec = np.repeat((np.min(at_stop, axis=0) + 1)[:, None], N_RECS, axis=1)
+        for p in (0, 1):
+            to_rec[row_ids, first[p]] = np.minimum(to_rec[row_ids, first[p]], at_stop[p])
+        oracle[:, GO_:OPEN_] = to_rec == target[:, None]
+        to_room = np.repeat((np.min(rest, axis=0) + 2)[:, None], N_ROOMS, axis=1)
+        for p in (0, 1):
+            to_room[row_ids, first_room[p]] = np.minimum(to_room[row_ids, first_room[p]], rest[p] + 1)
+        oracle[:, :GO_] = to_room == target[:, None]
+        unopened = (opens >> np.maximum(at, 0)) & 1
+        oracle[:, OPEN_] = np.min(plan - unopened, axis=0) + junk == target
+        return oracle
 
     # ------------------------------------------------------------- info
     def _array_info(self, invalid: np.ndarray, progress: np.ndarray, outcome: np.ndarray) -> dict[str, Any]:
