@@ -120,8 +120,8 @@ def test_household_array_state_env_matches_the_lean_loop_at_every_difficulty(
         invalid += int(info_b["invalid_action"].sum())
         last = info_b["final_info"] if same_step and (term | trunc).any() else info_b
         outcomes += [int(last["outcome"][i]) for i in np.flatnonzero(term | trunc)]
-    assert outcomes.count(1) >= 150 and outcomes.count(-1) >= 5  # successes and budget cuts
-    assert invalid >= 50  # inadmissible commands were no-ops on both sides
+    assert outcomes.count(1) >= 800 and outcomes.count(-1) >= 10  # successes and budget cuts
+    assert invalid >= 300  # inadmissible commands were no-ops on both sides
 
 
 def test_oracle_only_runs_reach_the_optimal_length_at_every_difficulty() -> None:
@@ -186,13 +186,17 @@ def test_partial_reset_seeds_tasks_and_difficulties() -> None:
 
 
 def test_oracle_info_off_and_bad_input() -> None:
-    envs = HouseholdVectorEnv(3, difficulty=0.6, oracle_info=False)
-    obs, info = envs.reset(seed=0)
+    ours, theirs = _pair(8, difficulty=0.6, oracle_info=False)
+    obs, info = ours.reset(seed=0)
     assert "oracle_mask" not in info and info["_distance"].all()
-    assert obs["tokens"].shape == (3, 68) and np.array_equal(envs.action_masks(), obs["action_mask"] == 1)
-    full = HouseholdVectorEnv(3, difficulty=0.6)
-    _, info_full = full.reset(seed=0)
-    assert np.array_equal(info["distance"], info_full["distance"])
+    assert obs["tokens"].shape == (8, 68) and np.array_equal(ours.action_masks(), obs["action_mask"] == 1)
+    obs_b = theirs.reset(seed=0)[0]
+    rng = np.random.default_rng(5)
+    for _ in range(100):  # distances, progress and outcomes without the oracle's commands
+        masks = obs_b["action_mask"]
+        obs_b = _same_step(ours, theirs, _oracle_led_actions(0 * masks, masks, rng), same_step=False)[0]
+    envs = HouseholdVectorEnv(3)
+    envs.reset(seed=0)
     with pytest.raises(ValueError, match="'text' uses RLAVectorEnv"):
         HouseholdVectorEnv(2, obs_mode="text")
     assert type(gym.make_vec(ENV_ID, 2, array_state=True, obs_mode="text")) is RLAVectorEnv
