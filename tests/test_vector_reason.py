@@ -210,3 +210,21 @@ def test_construction_modes_and_bad_input(array_state: None) -> None:
     with pytest.raises(ValueError, match=r"actions must lie in \[0, "):
         envs.step(np.array([0, 99]))
     assert np.array_equal(np.stack(envs.call("action_masks")), envs.action_masks())
+
+
+def test_without_the_oracle_info_the_steps_are_the_lean_loops() -> None:
+    kwargs = {"difficulty": 0.5, "oracle_info": False}
+    ours = ReasonVectorEnv(N, **kwargs)
+    theirs = gym.make_vec(ENV_ID, num_envs=N, array_state=False, **kwargs)
+    levels = np.round(np.linspace(0.0, 1.0, N), 3)
+    ours.set_difficulties(levels)
+    theirs.set_difficulties(levels)
+    (obs_a, info_a), (obs_b, info_b) = ours.reset(seed=3), theirs.reset(seed=3)
+    rng = np.random.default_rng(4)
+    none = np.zeros((N, ACTIONS), dtype=np.int8)
+    for _ in range(150):
+        assert _same(obs_a, obs_b) and "oracle_mask" not in info_a
+        _same_info(info_a, info_b)
+        actions = _actions(none, obs_b["action_mask"], rng)
+        obs_a, *_, info_a = ours.step(actions)
+        obs_b, *_, info_b = theirs.step(actions)
