@@ -37,6 +37,8 @@ def check_difficulty(value: Any, name: str = "difficulty") -> float:
         TypeError: ``value`` is ``None``, a bool, or not a real number.
         ValueError: ``value`` is NaN or outside [0, 1].
     """
+    if type(value) is float and 0.0 <= value <= 1.0:  # the common case, without the ABC checks
+        return value
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number in [0, 1], got {value!r}")
     result = float(value)
@@ -53,6 +55,8 @@ def normalize_difficulty(value: Any) -> float:
 
 def check_task_seed(value: Any) -> int:
     """Return ``value`` as an int in [0, 2**31), or raise naming the bad value."""
+    if type(value) is int and 0 <= value < TASK_SEED_LIMIT:  # the common case
+        return value
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise TypeError(f"task seed must be an integer, got {value!r}")
     result = int(value)

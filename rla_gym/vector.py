@@ -343,12 +343,15 @@ class RLAVectorEnv(VectorEnv):
 #: Families whose state can live in arrays: env class -> its array-state vector env (module:class).
 ARRAY_VECTOR_ENVS: dict[str, str] = {
     "rla_gym.envs.textnav:TextNavEnv": "rla_gym.envs.textnav_vector:TextNavVectorEnv",
+    "rla_gym.envs.household.env:HouseholdEnv": "rla_gym.envs.household.vector:HouseholdVectorEnv",
+    "rla_gym.envs.gui.env:GUIEnv": "rla_gym.envs.gui.vector:GUIVectorEnv",
+    "rla_gym.envs.reason.env:ReasonEnv": "rla_gym.envs.reason.vector:ReasonVectorEnv",
 }
 
 
 #: From this many sub-envs on, ``make_vec`` picks a family's array-state env by default: below
 #: it, numpy's per-call overhead outweighs the per-env Python it saves (measured crossover for
-#: TextNav: 48-64 sub-envs).
+#: TextNav: 48-64 sub-envs). An array-state class may raise it with a ``min_envs`` attribute.
 ARRAY_STATE_MIN_ENVS = 64
 
 
@@ -358,18 +361,19 @@ def make_vector_env(
     """The batched vector env of ``env_cls``: its array-state env where the family has one (see
     :data:`ARRAY_VECTOR_ENVS`; not for ``obs_mode="text"``), else :class:`RLAVectorEnv`'s lean
     loop. ``array_state`` None (the default) picks the array-state env from
-    :data:`ARRAY_STATE_MIN_ENVS` sub-envs on; True or False asks for it or for the lean loop.
-    Other keyword arguments go to the env."""
+    :data:`ARRAY_STATE_MIN_ENVS` sub-envs on (or its class's ``min_envs``); True or False asks
+    for it or for the lean loop. Other keyword arguments go to the env."""
     if array_state is not None and not isinstance(array_state, bool):
         raise TypeError(f"array_state must be True, False or None, got {array_state!r}")
     target = ARRAY_VECTOR_ENVS.get(f"{env_cls.__module__}:{env_cls.__qualname__}")
-    if array_state is None:
-        array_state = isinstance(num_envs, int) and num_envs >= ARRAY_STATE_MIN_ENVS
-    if array_state and target is not None and kwargs.get("obs_mode", "dict") != "text":
-        module, name = target.split(":")
-        array_cls = getattr(importlib.import_module(module), name)
-        return array_cls(num_envs, **kwargs)
-    return RLAVectorEnv(env_cls, num_envs, **kwargs)
+    if array_state is False or target is None or kwargs.get("obs_mode", "dict") == "text":
+        return RLAVectorEnv(env_cls, num_envs, **kwargs)
+    module, name = target.split(":")
+    array_cls = getattr(importlib.import_module(module), name)
+    threshold = getattr(array_cls, "min_envs", ARRAY_STATE_MIN_ENVS)
+    if array_state is None and not (isinstance(num_envs, int) and num_envs >= threshold):
+        return RLAVectorEnv(env_cls, num_envs, **kwargs)
+    return array_cls(num_envs, **kwargs)
 
 
 def vector_entry_point(env_cls: type[RLAEnv]) -> Any:

@@ -247,7 +247,10 @@ def test_array_state_is_chosen_per_family_and_mode() -> None:
     assert isinstance(gym.make_vec("RLA-TextNav-v0", 2, array_state=True), TextNavVectorEnv)
     assert type(gym.make_vec("RLA-TextNav-v0", big, obs_mode="text")) is RLAVectorEnv
     assert type(gym.make_vec("RLA-TextNav-v0", big, array_state=False)) is RLAVectorEnv
-    assert type(gym.make_vec("RLA-GUI-v0", big)) is RLAVectorEnv
+    assert type(gym.make_vec("RLA-GUI-v0", big)) is RLAVectorEnv  # the GUI's crossover is higher
+    assert type(gym.make_vec("RLA-GUI-v0", 128)).__name__ == "GUIVectorEnv"
+    assert type(gym.make_vec("RLA-Household-v0", big)).__name__ == "HouseholdVectorEnv"
+    assert type(gym.make_vec("RLA-Reason-v0", big)).__name__ == "ReasonVectorEnv"
     with pytest.raises(TypeError, match="array_state must be True, False or None, got 'yes'"):
         gym.make_vec("RLA-TextNav-v0", 2, array_state="yes")
     flat = gym.make_vec("RLA-TextNav-v0", 3, obs_mode="flat", difficulty=0.7, array_state=True)

@@ -26,7 +26,7 @@ of typing (the target value or another) go through the same subset minimum in on
 from __future__ import annotations
 
 from itertools import chain
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import numpy as np
 from gymnasium.vector import AutoresetMode
@@ -167,6 +167,10 @@ class GUIVectorEnv(RLAVectorEnv):
         >>> obs["tokens"].shape, info["distance"].shape
         ((3, 208), (3,))
     """
+
+    #: ``make_vec``'s default picks this class from here on: at 64 sub-envs the lean loop is
+    #: still as fast (measured 0.9x there, 2.0x at 256).
+    min_envs: ClassVar[int] = 128
 
     def __init__(self, num_envs: int, **kwargs: Any) -> None:
         super().__init__(GUIEnv, num_envs, **kwargs)

@@ -145,8 +145,9 @@ class ReasonEnv(RLAEnv):
         self._start: dict[str, int] = memory[0] if self._family == "trace" else {}
         self._program: list[tuple[Any, ...]] = memory[1] if self._family == "trace" else []
         self._strings = [str(row.value) for row in self._rows]
-        self._maxlen = max(len(s) for s in self._strings)
-        needed = {c for s in self._strings for c in s if c != "-"}
+        self._maxlen = max(map(len, self._strings))
+        needed = set("".join(self._strings))
+        needed.discard("-")
         spare = [c for c in "0123456789" if c not in needed]
         while len(needed) < k.digit_choices:
             needed.add(spare.pop(int(rand() * len(spare))))
@@ -154,7 +155,7 @@ class ReasonEnv(RLAEnv):
         self._allowed = "".join(sorted(needed)) + ("-" if negative else "")
         self._written = [False] * len(self._rows)
         self._ready = [i for i, row in enumerate(self._rows) if not row.deps]
-        self._left = sum(len(s) + 1 for s in self._strings)
+        self._left = sum(map(len, self._strings)) + len(self._strings)
         self._buffer = ""
         self._rejected = False
         self._sheet_tokens = self._make_sheet_tokens()

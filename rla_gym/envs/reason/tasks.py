@@ -5,6 +5,7 @@ A generator compiles a task into worksheet rows (one verified step each) with th
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -69,7 +70,11 @@ class ReasonKnobs:
 
 def reason_knobs(difficulty: float) -> ReasonKnobs:
     """The documented, monotone map from difficulty to knobs (the table in the docstring)."""
-    d = check_difficulty(difficulty)
+    return _knobs(check_difficulty(difficulty))
+
+
+@functools.lru_cache(maxsize=1024)
+def _knobs(d: float) -> ReasonKnobs:
     operations = 1 + half_up(6 * d)
     return ReasonKnobs(
         families=FAMILIES[: min(4, 1 + math.floor(4 * d))],
@@ -91,17 +96,20 @@ def reason_knobs(difficulty: float) -> ReasonKnobs:
 Sheet = tuple[list[Row], tuple[str, ...], list[Any]]
 
 
+_CALC = {
+    "+": lambda x, y: x + y,
+    "-": lambda x, y: x - y,
+    "*": lambda x, y: x * y,
+    "<": lambda x, y: int(x < y),
+    ">": lambda x, y: int(x > y),
+    "=": lambda x, y: int(x == y),
+    "and": lambda x, y: x & y,
+    "or": lambda x, y: x | y,
+}
+
+
 def _calc(op: str, x: int, y: int) -> int:
-    return {
-        "+": lambda: x + y,
-        "-": lambda: x - y,
-        "*": lambda: x * y,
-        "<": lambda: int(x < y),
-        ">": lambda: int(x > y),
-        "=": lambda: int(x == y),
-        "and": lambda: x & y,
-        "or": lambda: x | y,
-    }[op]()
+    return _CALC[op](x, y)
 
 
 def _shape(m: int, depth: int, rand: Any) -> Any:
