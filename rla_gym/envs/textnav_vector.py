@@ -18,7 +18,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from gymnasium.vector import AutoresetMode
 
 from rla_gym.core import Task
 from rla_gym.envs.textnav import (
@@ -43,7 +42,7 @@ from rla_gym.envs.textnav import (
     TextNavEnv,
     textnav_knobs,
 )
-from rla_gym.vector import RLAVectorEnv
+from rla_gym.vector_arrays import ArrayVectorEnv
 
 MAX_ROOMS = textnav_knobs(1.0).rooms  # the knobs grow the house with difficulty
 LIVE_ROOMS = 8  # live directions (d < 0.2) only occur in houses of at most this many rooms
@@ -61,13 +60,12 @@ def _bit(edge: np.ndarray) -> np.ndarray:
     return np.left_shift(np.uint64(1), edge.astype(np.uint64))
 
 
-class TextNavVectorEnv(RLAVectorEnv):
+class TextNavVectorEnv(ArrayVectorEnv):
     """``num_envs`` TextNav sub-envs whose state lives in arrays (see the module docstring).
 
     Takes the keyword arguments of :class:`~rla_gym.vector.RLAVectorEnv`; ``obs_mode`` must be
-    ``"dict"`` or ``"flat"``. The bare sub-envs in ``envs`` choose and generate each episode's
-    task (``set_attr("pinned_task", ...)``, ``set_difficulties`` and ``get_attr("task")`` work
-    as for the lean loop); the running state is in this object's arrays, not in theirs.
+    ``"dict"`` or ``"flat"``. The loop, the episode starts and the infos are
+    :class:`~rla_gym.vector_arrays.ArrayVectorEnv`'s; this class holds the house and its state.
 
     Examples:
         >>> import gymnasium as gym, rla_gym
@@ -78,10 +76,7 @@ class TextNavVectorEnv(RLAVectorEnv):
 
     def __init__(self, num_envs: int, **kwargs: Any) -> None:
         super().__init__(TextNavEnv, num_envs, **kwargs)
-        if self.obs_mode == "text":
-            raise ValueError("TextNavVectorEnv serves obs_mode 'dict' or 'flat'; 'text' uses RLAVectorEnv")
         n, rooms = self.num_envs, MAX_ROOMS
-        self._rows_all = np.arange(n)
         # the house
         self._nb = np.full((n, rooms, 4), _NO_ROOM, dtype=np.int64)  # neighbour room per direction
         self._parent = np.full((n, rooms), _NO_ROOM, dtype=np.int64)
@@ -99,8 +94,6 @@ class TextNavVectorEnv(RLAVectorEnv):
         self._hints = np.full((n, LIVE_ROOMS, 3 * HINT_STEPS), NONE, dtype=np.int64)
         self._live = np.zeros(n, dtype=bool)
         self._name_exits = np.zeros(n, dtype=bool)
-        self._budget_factor = np.zeros(n, dtype=np.float64)
-        self._budget_slack = np.zeros(n, dtype=np.int64)
         # the running state
         self._room = np.zeros(n, dtype=np.int64)
         self._key_loc = np.zeros(n, dtype=np.int64)
@@ -111,120 +104,25 @@ class TextNavVectorEnv(RLAVectorEnv):
         self._count = np.zeros((n, rooms), dtype=np.int64)
         self._inventory = np.full((n, INVENTORY_SLOTS), -1, dtype=np.int64)
         self._held = np.zeros(n, dtype=np.int64)
-        self._steps = np.zeros(n, dtype=np.int64)
-        self._budget = np.zeros(n, dtype=np.int64)
-        self._optimal = np.zeros(n, dtype=np.int64)
-        self._distance = np.zeros(n, dtype=np.int64)
-        self._difficulty = np.zeros(n, dtype=np.float64)
-        self._task_key = np.zeros(n, dtype=np.int64)
-        self._task_seed = np.zeros(n, dtype=np.int64)
-        self._oracle = np.zeros((n, len(TextNavEnv.action_names)), dtype=np.int8)
         self._exit_state = np.full((n, 4), WALL, dtype=np.int64)  # door token per exit, WALL if none
         #: The arrays a freshly loaded world fills (copied row for row between equal tasks).
         self._world = (
             self._nb, self._parent, self._up, self._door, self._names, self._lock_color, self._goal,
             self._bring, self._key, self._goal_item, self._item_tokens, self._goal_tokens, self._hints,
-            self._live, self._name_exits, self._budget_factor, self._budget_slack, self._room,
-            self._key_loc, self._item_loc, self._closed, self._locked, self._slots, self._count,
-            self._inventory, self._held, self._difficulty, self._task_key, self._task_seed,
+            self._live, self._name_exits, self._room, self._key_loc, self._item_loc, self._closed,
+            self._locked, self._slots, self._count, self._inventory, self._held,
         )  # fmt: skip
 
-    # -------------------------------------------------------------- gym API
-    def reset(
-        self, *, seed: int | Any = None, options: dict[str, Any] | None = None
-    ) -> tuple[Any, dict[str, Any]]:
-        """Reset every sub-env (or those in ``options["reset_mask"]``); seed i is ``seed + i``."""
-        seeds, options, mask = self._reset_args(seed, options)
-        rows = np.flatnonzero(mask)
-        for i in rows.tolist():
-            self.envs[i]._seed_and_configure(seeds[i], options or None)
-        self._start(rows)
-        self._autoreset[mask] = False
-        self._started = True
-        self._refresh()
-        zeros = np.zeros(self.num_envs, dtype=np.int64)
-        info = self._array_info(zeros.astype(bool), zeros, zeros)
-        if not mask.all():  # only the reset sub-envs report
-            for key in self._keys:
-                info["_" + key] = mask.copy()
-        return self._observations(), info
-
-    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        acts = self._check_actions(actions)
-        n = self.num_envs
-        disabled = self.autoreset_mode == AutoresetMode.DISABLED
-        frozen = self._autoreset.copy()
-        if not frozen.any():
-            active = self._rows_all
-        elif disabled:  # finished sub-envs stay as they are until reset
-            active = np.flatnonzero(~frozen)
-        else:  # NEXT_STEP: these sub-envs only start their next episode
-            self._start(np.flatnonzero(frozen))
-            active = np.flatnonzero(~frozen)
-        invalid = np.zeros(n, dtype=bool)
-        progress = np.zeros(n, dtype=np.int64)
-        outcome = np.zeros(n, dtype=np.int64)
-        success, cut = self._advance(active, acts[active], invalid, progress)
-        outcome[active] = np.where(success, 1, np.where(cut, -1, 0))
-        terminated = outcome == 1
-        truncated = outcome == -1
-        rewards = terminated.astype(np.float64)
-        done = np.flatnonzero(terminated | truncated)
-        self._refresh()
-        if self.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP:
-            if done.size:
-                final_obs = self._observations()
-                final_info = self._array_info(invalid, progress, outcome)
-                self._start(done)
-                self._refresh()
-                invalid[done], progress[done], outcome[done] = False, 0, 0
-                info = self._array_info(invalid, progress, outcome)
-                self._add_array_finals(info, done, final_obs, final_info)
-                return self._observations(), rewards, terminated, truncated, info
-        else:
-            self._autoreset = terminated | truncated
-        info = self._array_info(invalid, progress, outcome)
-        if disabled:
-            self._autoreset |= frozen
-            for key in self._keys:
-                info["_" + key][frozen] = False
-        return self._observations(), rewards, terminated, truncated, info
-
     # ---------------------------------------------------------- generation
-    def _start(self, rows: np.ndarray) -> None:
-        """Start the next episode of each sub-env in ``rows``: generate, then read into arrays.
-
-        Sub-envs pinned to the same task (a group of rollouts) generate it once; the others
-        copy its rows."""
-        first: dict[Task, int] = {}
-        sources: list[int] = []
-        copies: list[int] = []
-        for i in rows.tolist():
-            env = self.envs[i]
-            pinned = env._pinned_task
-            if pinned is not None and pinned in first:
-                env._task, env._steps, env._done = pinned, 0, False
-                sources.append(first[pinned])
-                copies.append(i)
-                continue
-            task = env._start_task()
-            self._load(i, env, task)
-            if pinned is not None:
-                first[pinned] = i
-        if copies:
-            for array in self._world:
-                array[copies] = array[sources]
+    def _load(self, rows: np.ndarray, envs: list[TextNavEnv], tasks: list[Task]) -> None:
+        """The freshly generated worlds of ``envs`` into ``rows``; the live directions' hints."""
+        for i, env in zip(rows.tolist(), envs, strict=True):
+            self._load_one(i, env)
         live = rows[self._live[rows]]
         if live.size:
             self._live_hints(live)
-        self._steps[rows] = 0
-        distance = self._cost(rows, self._room[rows], self._key_loc[rows], self._item_loc[rows],
-                              self._closed[rows], self._locked[rows], self._held[rows])  # fmt: skip
-        self._optimal[rows] = self._distance[rows] = distance
-        self._budget[rows] = np.ceil(distance * self._budget_factor[rows]).astype(np.int64)
-        self._budget[rows] += self._budget_slack[rows]
 
-    def _load(self, i: int, env: TextNavEnv, task: Task) -> None:
+    def _load_one(self, i: int, env: TextNavEnv) -> None:
         """Sub-env ``i``'s freshly generated world (``env``'s lists) into row ``i`` of the arrays."""
         n = len(env._cells)
         knobs = env._knobs
@@ -248,7 +146,6 @@ class TextNavVectorEnv(RLAVectorEnv):
         if not self._live[i]:
             self._hints[i, 0] = env._goal_tokens[5:]
         self._name_exits[i] = knobs.name_exits
-        self._budget_factor[i], self._budget_slack[i] = knobs.budget_factor, knobs.budget_slack
         self._room[i], self._key_loc[i], self._item_loc[i] = 0, env._key_loc, env._item_loc
         self._closed[i], self._locked[i] = env._closed, env._locked
         self._slots[i] = -1
@@ -259,7 +156,6 @@ class TextNavVectorEnv(RLAVectorEnv):
                 self._count[i, room] = len(slots)
         self._inventory[i] = -1
         self._held[i] = 0
-        self._difficulty[i], self._task_key[i], self._task_seed[i] = task.difficulty, task.key, task.seed
 
     def _live_hints(self, rows: np.ndarray) -> None:
         """Live directions (d < 0.2: no doors to open, no keys, no items to bring): for each room,
@@ -299,10 +195,8 @@ class TextNavVectorEnv(RLAVectorEnv):
         other = self._nb[e, room, direction]
         return np.where(self._parent[e, other] == room, other, room) - 1
 
-    def _advance(
-        self, e: np.ndarray, a: np.ndarray, invalid: np.ndarray, progress: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Step sub-envs ``e`` with commands ``a``: (success, cut), and fill invalid / progress."""
+    def _advance(self, e: np.ndarray, a: np.ndarray, invalid: np.ndarray) -> np.ndarray:
+        """Apply commands ``a`` to sub-envs ``e``; fill ``invalid``; return their success."""
         ok = self._masks[e, a] == 1
         invalid[e] = ~ok
         room = self._room[e]
@@ -344,15 +238,7 @@ class TextNavVectorEnv(RLAVectorEnv):
             self._slots[t, r, self._count[t, r]] = item
             self._count[t, r] += 1
             self._relocate(t, item, r)
-        self._steps[e] += 1
-        success = np.where(self._bring[e], self._item_loc[e] == self._goal[e], self._room[e] == self._goal[e])
-        distance = self._cost(e, self._room[e], self._key_loc[e], self._item_loc[e],
-                              self._closed[e], self._locked[e], self._held[e])  # fmt: skip
-        distance[success] = 0
-        progress[e] = np.sign(self._distance[e] - distance)
-        self._distance[e] = distance
-        cut = ~success & (self._steps[e] >= self._budget[e])
-        return success, cut
+        return np.where(self._bring[e], self._item_loc[e] == self._goal[e], self._room[e] == self._goal[e])
 
     def _relocate(self, e: np.ndarray, item: np.ndarray, where: Any) -> None:
         key = item == self._key[e]
@@ -382,7 +268,12 @@ class TextNavVectorEnv(RLAVectorEnv):
         self._exit_state = state
 
     # -------------------------------------------------------------- oracle
-    def _cost(
+    def _cost(self, rows: np.ndarray) -> np.ndarray:
+        """Exact optimal cost of the current state of sub-envs ``rows``."""
+        return self._plan_cost(rows, self._room[rows], self._key_loc[rows], self._item_loc[rows],
+                               self._closed[rows], self._locked[rows], self._held[rows])  # fmt: skip
+
+    def _plan_cost(
         self,
         e: np.ndarray,
         room: np.ndarray,
@@ -446,14 +337,18 @@ class TextNavVectorEnv(RLAVectorEnv):
             + bring
         )
 
-    def _oracle_masks(self) -> np.ndarray:
-        """int8 (n, actions): the admissible commands that lower the exact distance by one."""
+    def _oracle_masks(self, rows: np.ndarray | None) -> np.ndarray:
+        """int8 (k, actions): the admissible commands of ``rows`` (None: all) that lower the exact
+        distance by one."""
         oracle = self._oracle
         oracle[:] = 0
-        movable = self._masks[:, :LOOK_].astype(bool) & (self._distance > 0)[:, None]
+        sel = slice(None) if rows is None else rows
+        movable = self._masks[sel, :LOOK_].astype(bool) & (self._distance[sel] > 0)[:, None]
         e, a = np.nonzero(movable)
+        if rows is not None:
+            e = rows[e]
         if e.size == 0:
-            return oracle.copy()
+            return oracle[sel].copy()
         room, key_loc, item_loc = self._room[e], self._key_loc[e].copy(), self._item_loc[e].copy()
         closed, locked, held = self._closed[e].copy(), self._locked[e].copy(), self._held[e].copy()
         nxt_room = room.copy()
@@ -474,10 +369,10 @@ class TextNavVectorEnv(RLAVectorEnv):
         is_item = moved & (item == self._goal_item[e])
         item_loc[is_item] = where[is_item]
         held += take.astype(np.int64) - drop.astype(np.int64)
-        cost = self._cost(e, nxt_room, key_loc, item_loc, closed, locked, held)
+        cost = self._plan_cost(e, nxt_room, key_loc, item_loc, closed, locked, held)
         best = cost == self._distance[e] - 1
         oracle[e[best], a[best]] = 1
-        return oracle.copy()
+        return oracle[sel].copy()
 
     # ------------------------------------------------------------ rendering
     def _tokens_all(self) -> np.ndarray:
@@ -503,45 +398,10 @@ class TextNavVectorEnv(RLAVectorEnv):
         tokens[:, 63:69] = self._item_tokens[e[:, None], self._inventory].reshape(n, 2 * INVENTORY_SLOTS)
         return tokens
 
-    def _refresh(self) -> None:
+    def _refresh(self, rows: np.ndarray | None) -> None:
         """Masks and token observations of every sub-env from the current state."""
         self._update_masks()
         self._tokens_all()
-
-    def _array_info(self, invalid: np.ndarray, progress: np.ndarray, outcome: np.ndarray) -> dict[str, Any]:
-        """The batched info of every sub-env from the arrays (masks all set)."""
-        n = self.num_envs
-        info: dict[str, Any] = {
-            "difficulty": self._difficulty.copy(), "task_key": self._task_key.copy(),
-            "task_seed": self._task_seed.copy(), "action_mask": self._masks.copy(),
-            "invalid_action": invalid.copy(), "progress": progress.copy(),
-            "distance": self._distance.copy(), "optimal_len": self._optimal.copy(),
-            "step_budget": self._budget.copy(), "is_success": outcome == 1, "outcome": outcome.copy(),
-        }  # fmt: skip
-        if self.oracle_info:
-            info["oracle_mask"] = self._oracle_masks()
-        info = {key: info[key] for key in self._keys}
-        for key in self._keys:
-            info["_" + key] = np.ones(n, dtype=bool)
-        return info
-
-    def _add_array_finals(
-        self, info: dict[str, Any], done: np.ndarray, final_obs: Any, final_info: dict[str, Any]
-    ) -> None:
-        """SAME_STEP: the finished sub-envs' last observations and infos, as Gymnasium nests them."""
-        n = self.num_envs
-        finals = np.full(n, None, dtype=object)
-        for i in done.tolist():
-            if isinstance(final_obs, dict):
-                finals[i] = {key: value[i] for key, value in final_obs.items()}
-            else:
-                finals[i] = final_obs[i]
-        flag = np.zeros(n, dtype=bool)
-        flag[done] = True
-        for key in self._keys:
-            final_info["_" + key] = flag.copy()
-        info["final_obs"], info["_final_obs"] = finals, flag.copy()
-        info["final_info"], info["_final_info"] = final_info, flag.copy()
 
 
 __all__ = ["TextNavVectorEnv"]

@@ -26,10 +26,9 @@ of typing (the target value or another) go through the same subset minimum in on
 from __future__ import annotations
 
 from itertools import chain
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar
 
 import numpy as np
-from gymnasium.vector import AutoresetMode
 
 from rla_gym.core import Task
 from rla_gym.envs.gui.env import GUIEnv
@@ -80,7 +79,7 @@ from rla_gym.envs.gui.layout import (
     VOCAB,
     WAIT_,
 )
-from rla_gym.vector import RLAVectorEnv
+from rla_gym.vector_arrays import ArrayVectorEnv
 
 _LARGEST = gui_knobs(1.0)  # the knobs grow the application with difficulty
 MENUS = MENUBAR_SLOTS + len(SUB_WORDS)  # tops and submenus
@@ -152,13 +151,13 @@ def _flatten(lists: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return values, owner, position
 
 
-class GUIVectorEnv(RLAVectorEnv):
+class GUIVectorEnv(ArrayVectorEnv):
     """``num_envs`` GUI sub-envs whose state lives in arrays (see the module docstring).
 
     Takes the keyword arguments of :class:`~rla_gym.vector.RLAVectorEnv`; ``obs_mode`` must be
-    ``"dict"`` or ``"flat"``. The bare sub-envs in ``envs`` choose and generate each episode's
-    task (``set_attr("pinned_task", ...)``, ``set_difficulties`` and ``get_attr("task")`` work
-    as for the lean loop); the running state is in this object's arrays, not in theirs.
+    ``"dict"`` or ``"flat"``. The loop, the episode starts and the infos are
+    :class:`~rla_gym.vector_arrays.ArrayVectorEnv`'s; this class holds the application and its
+    state.
 
     Examples:
         >>> from rla_gym.envs.gui.vector import GUIVectorEnv
@@ -174,12 +173,9 @@ class GUIVectorEnv(RLAVectorEnv):
 
     def __init__(self, num_envs: int, **kwargs: Any) -> None:
         super().__init__(GUIEnv, num_envs, **kwargs)
-        if self.obs_mode == "text":
-            raise ValueError("GUIVectorEnv serves obs_mode 'dict' or 'flat'; 'text' uses RLAVectorEnv")
         # small integer types where a table is per node or per control: an episode's start writes
         # its rows into memory out of cache, and fewer bytes there made it markedly faster
         n, i64, i16, i8 = self.num_envs, np.int64, np.int16, np.int8
-        self._rows_all = np.arange(n)
         # the application, fixed for the episode
         self._n_top = np.zeros(n, dtype=i64)
         self._top = np.full((n, MENUBAR_SLOTS), -1, dtype=i64)
@@ -209,8 +205,6 @@ class GUIVectorEnv(RLAVectorEnv):
         self._tab_block = np.zeros((n, DIALOGS + 1, TAB_SLOTS * SLOT_TOKENS), dtype=np.uint8)
         self._control_slot = np.zeros((n, CONTROLS + 1, 3), dtype=np.uint8)  # role and label
         self._buttons = np.zeros((n, 2 * SLOT_TOKENS), dtype=np.uint8)
-        self._budget_factor = np.zeros(n, dtype=np.float64)
-        self._budget_slack = np.zeros(n, dtype=i64)
         # the oracle's per-episode tables (see the module docstring)
         self._spans = np.zeros((n, SPAN_TABLE), dtype=i16)
         self._units = np.zeros((n, SUBSETS), dtype=i64)
@@ -227,15 +221,8 @@ class GUIVectorEnv(RLAVectorEnv):
         # column CONTROLS stays 0: the value of an empty pane row
         self._pending = np.zeros((n, CONTROLS + 1), dtype=np.uint8)
         self._committed = np.zeros((n, CONTROLS + 1), dtype=np.uint8)
-        self._steps = np.zeros(n, dtype=i64)
-        self._budget = np.zeros(n, dtype=i64)
-        self._optimal = np.zeros(n, dtype=i64)
-        self._distance = np.zeros(n, dtype=i64)
         self._common = np.zeros((n, GOAL_DIALOGS), dtype=i64)  # see _prefixes
         self._longest = np.zeros(n, dtype=i64)
-        self._difficulty = np.zeros(n, dtype=np.float64)
-        self._task_key = np.zeros(n, dtype=i64)
-        self._task_seed = np.zeros(n, dtype=i64)
         # what the screen shows, set by _refresh
         self._offset = np.zeros(n, dtype=i64)  # the current page's scroll offset
         self._shown = np.zeros((n, ROWS), dtype=i64)  # the controls in the pane rows
@@ -246,134 +233,32 @@ class GUIVectorEnv(RLAVectorEnv):
             self._children, self._d_path, self._d_len, self._d_opener, self._d_mask, self._d_label, self._tabs,
             self._controls, self._instant, self._c_kind, self._goal_of, self._goals, self._g_control,
             self._g_target, self._g_page, self._tokens, self._menu_block, self._tab_block,
-            self._control_slot, self._buttons, self._budget_factor, self._budget_slack, self._spans,
-            self._units, self._rest, self._dialog, self._path, self._depth, self._page, self._offsets,
-            self._focus, self._pw, self._cw, self._pending, self._committed, self._steps, self._budget,
-            self._optimal, self._distance, self._common, self._longest, self._difficulty,
-            self._task_key, self._task_seed,
+            self._control_slot, self._buttons, self._spans, self._units, self._rest, self._dialog,
+            self._path, self._depth, self._page, self._offsets, self._focus, self._pw, self._cw,
+            self._pending, self._committed,
         )  # fmt: skip
 
-    # -------------------------------------------------------------- gym API
-    def reset(
-        self, *, seed: int | Any = None, options: dict[str, Any] | None = None
-    ) -> tuple[Any, dict[str, Any]]:
-        """Reset every sub-env (or those in ``options["reset_mask"]``); seed i is ``seed + i``."""
-        seeds, options, mask = self._reset_args(seed, options)
-        rows = np.flatnonzero(mask)
-        for i in rows.tolist():
-            self.envs[i]._seed_and_configure(seeds[i], options or None)
-        self._start(rows)
-        self._autoreset[mask] = False
-        self._started = True
-        self._refresh()
-        zeros = np.zeros(self.num_envs, dtype=np.int64)
-        info = self._array_info(zeros.astype(bool), zeros, zeros)
-        if not mask.all():  # only the reset sub-envs report
-            for key in self._keys:
-                info["_" + key] = mask.copy()
-        return self._observations(), info
-
-    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        acts = self._check_actions(actions)
-        n = self.num_envs
-        disabled = self.autoreset_mode == AutoresetMode.DISABLED
-        frozen = self._autoreset.copy()
-        if not frozen.any():
-            active = self._rows_all
-        elif disabled:  # finished sub-envs stay as they are until reset
-            active = np.flatnonzero(~frozen)
-        else:  # NEXT_STEP: these sub-envs only start their next episode
-            self._start(np.flatnonzero(frozen))
-            active = np.flatnonzero(~frozen)
-        invalid = np.zeros(n, dtype=bool)
-        progress = np.zeros(n, dtype=np.int64)
-        outcome = np.zeros(n, dtype=np.int64)
-        success, cut = self._advance(active, acts[active], invalid, progress)
-        outcome[active] = np.where(success, 1, np.where(cut, -1, 0))
-        terminated = outcome == 1
-        truncated = outcome == -1
-        rewards = terminated.astype(np.float64)
-        done = np.flatnonzero(terminated | truncated)
-        self._refresh()
-        if self.autoreset_mode == AutoresetMode.SAME_STEP:
-            if done.size:
-                final_obs = self._observations()
-                final_info = self._array_info(invalid, progress, outcome)
-                self._start(done)
-                self._refresh()
-                invalid[done], progress[done], outcome[done] = False, 0, 0
-                info = self._array_info(invalid, progress, outcome)
-                self._add_array_finals(info, done, final_obs, final_info)
-                return self._observations(), rewards, terminated, truncated, info
-        else:
-            self._autoreset = terminated | truncated
-        info = self._array_info(invalid, progress, outcome)
-        if disabled:
-            self._autoreset |= frozen
-            for key in self._keys:
-                info["_" + key][frozen] = False
-        return self._observations(), rewards, terminated, truncated, info
-
     # ---------------------------------------------------------- generation
-    def _start(self, rows: np.ndarray) -> None:
-        """Start the next episode of each sub-env in ``rows``: generate, then read into arrays.
-
-        Sub-envs pinned to the same task (a group of rollouts) generate it once; the others
-        copy its rows."""
-        if not rows.size:
-            return
-        first: dict[Task, int] = {}
-        fresh: list[int] = []
-        sources: list[int] = []
-        copies: list[int] = []
-        for i in rows.tolist():
-            env = self.envs[i]
-            pinned = env._pinned_task
-            if pinned is not None:
-                source = first.get(pinned)
-                if source is not None:
-                    env._task, env._steps, env._done = pinned, 0, False
-                    sources.append(source)
-                    copies.append(i)
-                    continue
-                first[pinned] = i
-            fresh.append(i)
-        envs = cast("list[GUIEnv]", [self.envs[i] for i in fresh])
-        tasks = [env._start_task() for env in envs]
-        new = np.array(fresh, dtype=np.int64)
-        self._load(new, envs, tasks)
-        self._load_state(new, envs)
-        self._session_tables(new)
-        self._steps[new] = 0
-        distance = self._cost(new)
-        self._optimal[new] = self._distance[new] = distance
-        self._budget[new] = (
-            np.ceil(distance * self._budget_factor[new]).astype(np.int64) + self._budget_slack[new]
-        )
-        if copies:
-            for array in self._world:
-                array[copies] = array[sources]
-
     def _load(self, rows: np.ndarray, envs: list[GUIEnv], tasks: list[Task]) -> None:
+        """The freshly generated applications of ``envs`` into ``rows``, their starting state and
+        the oracle's per-episode tables."""
+        self._load_app(rows, envs)
+        self._load_state(rows, envs)
+        self._session_tables(rows)
+
+    def _load_app(self, rows: np.ndarray, envs: list[GUIEnv]) -> None:
         """The freshly generated applications of ``envs`` (lists) into rows ``rows`` of the arrays."""
         k = rows.size
-        knobs = [env._knobs for env in envs]
         fields = (
-            (kn.items_per_menu, kn.tabs, kn.controls, kn.instant_apply, kn.budget_slack, kn.goal_dialogs)
-            + (task.key, task.seed)
-            for kn, task in zip(knobs, tasks, strict=True)
+            (kn.items_per_menu, kn.tabs, kn.controls, kn.instant_apply, kn.goal_dialogs)
+            for kn in (env._knobs for env in envs)
         )
-        ints = _table(k, 8, fields, np.int64)
+        ints = _table(k, 5, fields, np.int64)
         self._cap[rows], self._tabs[rows], self._controls[rows] = ints[:, 0], ints[:, 1], ints[:, 2]
-        self._instant[rows], self._budget_slack[rows] = ints[:, 3], ints[:, 4]
-        self._task_key[rows], self._task_seed[rows] = ints[:, 6], ints[:, 7]
-        reals = _table(
-            k, 2, ((kn.budget_factor, task.difficulty) for kn, task in zip(knobs, tasks, strict=True)), float
-        )
-        self._budget_factor[rows], self._difficulty[rows] = reals[:, 0], reals[:, 1]
+        self._instant[rows] = ints[:, 3]
         self._tokens[rows, :_HEAD] = _table(k, _HEAD, (env._instruction for env in envs))
         self._buttons[rows] = _table(k, 2 * SLOT_TOKENS, (env._buttons for env in envs))
-        self._load_menus(rows, envs, ints[:, 5])
+        self._load_menus(rows, envs, ints[:, 4])
         self._load_dialogs(rows, envs)
 
     def _load_menus(self, rows: np.ndarray, envs: list[GUIEnv], goal_dialogs: np.ndarray) -> None:
@@ -507,23 +392,14 @@ class GUIVectorEnv(RLAVectorEnv):
         self._rest[rows] = rest - (self._instant[rows][:, None] & (rest > 0))
 
     # ------------------------------------------------------------ dynamics
-    def _advance(
-        self, e: np.ndarray, a: np.ndarray, invalid: np.ndarray, progress: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Step sub-envs ``e`` with commands ``a``: (success, cut), and fill invalid / progress."""
+    def _advance(self, e: np.ndarray, a: np.ndarray, invalid: np.ndarray) -> np.ndarray:
+        """Apply commands ``a`` to sub-envs ``e``; fill ``invalid``; return their success."""
         ok = self._masks[e, a] == 1
         invalid[e] = ~ok
         in_dialog = self._dialog[e] >= 0
         self._menu_commands(e[ok & ~in_dialog], a[ok & ~in_dialog])
         self._dialog_commands(e[ok & in_dialog], a[ok & in_dialog])
-        self._steps[e] += 1
-        success = self._cw[e] == 0
-        distance = self._cost(e)
-        distance[success] = 0
-        progress[e] = np.sign(self._distance[e] - distance)
-        self._distance[e] = distance
-        cut = ~success & (self._steps[e] >= self._budget[e])
-        return success, cut
+        return self._cw[e] == 0
 
     def _menu_commands(self, e: np.ndarray, a: np.ndarray) -> None:
         """Admissible commands ``a`` of sub-envs ``e`` in the main window."""
@@ -626,7 +502,7 @@ class GUIVectorEnv(RLAVectorEnv):
         self._committed[e[instant], control[instant]] = value[instant]
 
     # ----------------------------------------------------- screen and masks
-    def _refresh(self) -> None:
+    def _refresh(self, rows: np.ndarray | None) -> None:
         """What the screen shows, the masks and the token observations of every sub-env."""
         rows = self._rows_all
         in_dialog = self._dialog >= 0
@@ -705,11 +581,6 @@ class GUIVectorEnv(RLAVectorEnv):
         tokens[:, _PANE:_BUTTONS] = pane.reshape(n, -1)
         tokens[:, _BUTTONS:] = self._buttons * in_dialog[:, None]
 
-    def _observations(self) -> Any:
-        if self.obs_mode == "dict":
-            return {"tokens": self._tokens.astype(np.int64), "action_mask": self._masks.copy()}
-        return np.concatenate([self._tokens, self._masks], axis=1, dtype=np.float32)
-
     # -------------------------------------------------------------- oracle
     def _cost(self, e: np.ndarray) -> np.ndarray:
         """Exact optimal cost of the current state of sub-envs ``e``."""
@@ -778,10 +649,15 @@ class GUIVectorEnv(RLAVectorEnv):
         best[cw == 0] = 0
         return best
 
-    def _oracle_masks(self) -> np.ndarray:
-        """int8 (n, actions): the admissible commands that lower the exact distance by one."""
+    def _oracle_masks(self, rows: np.ndarray | None) -> np.ndarray:
+        """int8 (k, actions): the admissible commands of ``rows`` (None: all) that lower the exact
+        distance by one."""
         oracle = np.zeros(self._masks.shape, dtype=bool)
         moving = self._distance > 0
+        if rows is not None:
+            chosen = np.zeros_like(moving)
+            chosen[rows] = True
+            moving &= chosen
         in_dialog = self._dialog >= 0
         m = np.flatnonzero(moving & ~in_dialog)
         if m.size:
@@ -791,7 +667,7 @@ class GUIVectorEnv(RLAVectorEnv):
             self._dialog_oracle(d, oracle)
         oracle &= self._masks.astype(bool)
         oracle[:, WAIT_] = False
-        return oracle.astype(np.int8)
+        return oracle.astype(np.int8) if rows is None else oracle[rows].astype(np.int8)
 
     def _menu_oracle(self, m: np.ndarray, oracle: np.ndarray) -> None:
         """Oracle commands of sub-envs ``m`` in the main window. The cost there is ``rest[cw]`` less
@@ -892,42 +768,6 @@ class GUIVectorEnv(RLAVectorEnv):
         oracle[d, SCROLL_UP_], oracle[d, SCROLL_DOWN_] = hit[:, TAB_SLOTS], hit[:, TAB_SLOTS + 1]
         oracle[d, ROW_:OK_] = hit[:, row]
         oracle[d, TYPE_:ENTER_] = np.where(typed, hit[:, -2:-1], hit[:, -1:])
-
-    # ---------------------------------------------------------------- info
-    def _array_info(self, invalid: np.ndarray, progress: np.ndarray, outcome: np.ndarray) -> dict[str, Any]:
-        """The batched info of every sub-env from the arrays (masks all set)."""
-        n = self.num_envs
-        info: dict[str, Any] = {
-            "difficulty": self._difficulty.copy(), "task_key": self._task_key.copy(),
-            "task_seed": self._task_seed.copy(), "action_mask": self._masks.copy(),
-            "invalid_action": invalid.copy(), "progress": progress.copy(),
-            "distance": self._distance.copy(), "optimal_len": self._optimal.copy(),
-            "step_budget": self._budget.copy(), "is_success": outcome == 1, "outcome": outcome.copy(),
-        }  # fmt: skip
-        if self.oracle_info:
-            info["oracle_mask"] = self._oracle_masks()
-        info = {key: info[key] for key in self._keys}
-        for key in self._keys:
-            info["_" + key] = np.ones(n, dtype=bool)
-        return info
-
-    def _add_array_finals(
-        self, info: dict[str, Any], done: np.ndarray, final_obs: Any, final_info: dict[str, Any]
-    ) -> None:
-        """SAME_STEP: the finished sub-envs' last observations and infos, as Gymnasium nests them."""
-        n = self.num_envs
-        finals = np.full(n, None, dtype=object)
-        for i in done.tolist():
-            if isinstance(final_obs, dict):
-                finals[i] = {key: value[i] for key, value in final_obs.items()}
-            else:
-                finals[i] = final_obs[i]
-        flag = np.zeros(n, dtype=bool)
-        flag[done] = True
-        for key in self._keys:
-            final_info["_" + key] = flag.copy()
-        info["final_obs"], info["_final_obs"] = finals, flag.copy()
-        info["final_info"], info["_final_info"] = final_info, flag.copy()
 
 
 __all__ = ["GUIVectorEnv"]

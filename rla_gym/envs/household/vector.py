@@ -26,7 +26,6 @@ import itertools
 from typing import Any, NamedTuple
 
 import numpy as np
-from gymnasium.vector import AutoresetMode
 
 from rla_gym.core import Task
 from rla_gym.envs.household.catalog import (
@@ -62,7 +61,7 @@ from rla_gym.envs.household.catalog import (
     USE_,
 )
 from rla_gym.envs.household.env import HouseholdEnv
-from rla_gym.vector import RLAVectorEnv
+from rla_gym.vector_arrays import ArrayVectorEnv
 
 N_RECS, N_ROOMS = len(RECEPTACLES), len(ROOMS)
 EXAMINE, TWO = FAMILIES.index("examine"), FAMILIES.index("two")
@@ -175,13 +174,12 @@ class _View(NamedTuple):
     inside: np.ndarray  # (k, c) the objects in its slots, -1 for none
 
 
-class HouseholdVectorEnv(RLAVectorEnv):
+class HouseholdVectorEnv(ArrayVectorEnv):
     """``num_envs`` Household sub-envs whose state lives in arrays (see the module docstring).
 
     Takes the keyword arguments of :class:`~rla_gym.vector.RLAVectorEnv`; ``obs_mode`` must be
-    ``"dict"`` or ``"flat"``. The bare sub-envs in ``envs`` choose and generate each episode's
-    task (``set_attr("pinned_task", ...)``, ``set_difficulties`` and ``get_attr("task")`` work
-    as for the lean loop); the running state is in this object's arrays, not in theirs.
+    ``"dict"`` or ``"flat"``. The loop, the episode starts and the infos are
+    :class:`~rla_gym.vector_arrays.ArrayVectorEnv`'s; this class holds the house and its state.
 
     Examples:
         >>> from rla_gym.envs.household.vector import HouseholdVectorEnv
@@ -192,10 +190,7 @@ class HouseholdVectorEnv(RLAVectorEnv):
 
     def __init__(self, num_envs: int, **kwargs: Any) -> None:
         super().__init__(HouseholdEnv, num_envs, **kwargs)
-        if self.obs_mode == "text":
-            raise ValueError("HouseholdVectorEnv serves obs_mode 'dict' or 'flat'; 'text' uses RLAVectorEnv")
         n, objs = self.num_envs, MAX_OBJECTS
-        self._rows_all = np.arange(n)
         i64 = np.int64
         # the episode's world
         self._family = np.zeros(n, dtype=i64)
@@ -206,11 +201,6 @@ class HouseholdVectorEnv(RLAVectorEnv):
         self._two = np.zeros(n, dtype=bool)
         self._live = np.zeros(n, dtype=bool)
         self._hint = np.full((n, 4), NONE, dtype=i64)  # the goal detail when it is not live
-        self._budget_factor = np.zeros(n, dtype=np.float64)
-        self._budget_slack = np.zeros(n, dtype=i64)
-        self._difficulty = np.zeros(n, dtype=np.float64)
-        self._task_key = np.zeros(n, dtype=i64)
-        self._task_seed = np.zeros(n, dtype=i64)
         # object tokens (colour, kind, status); row MAX_OBJECTS stays NONE for empty slots (-1)
         self._object_tokens = np.full((n, objs + 1, 3), NONE, dtype=i64)
         # the running state
@@ -223,143 +213,31 @@ class HouseholdVectorEnv(RLAVectorEnv):
         self._where = np.full((n, objs), -2, dtype=i64)
         self._status = np.zeros((n, objs), dtype=i64)
         self._examined = np.zeros(n, dtype=bool)
-        self._steps = np.zeros(n, dtype=i64)
-        self._budget = np.zeros(n, dtype=i64)
-        self._optimal = np.zeros(n, dtype=i64)
-        self._distance = np.zeros(n, dtype=i64)
         self._cost_now = np.zeros(n, dtype=i64)  # the state's plan cost (not 0 after examine succeeds)
-        self._oracle = np.zeros((n, len(HouseholdEnv.action_names)), dtype=np.int8)
         # every row an episode's start writes (copied whole for sub-envs pinned to one task)
         self._world = (
             self._family, self._rooms, self._rec_room, self._target, self._required, self._two, self._live,
-            self._hint, self._budget_factor, self._budget_slack, self._difficulty, self._task_key,
-            self._task_seed, self._object_tokens, self._room, self._at, self._held, self._opened,
-            self._contents, self._count, self._where, self._status, self._examined, self._tokens,
+            self._hint, self._object_tokens, self._room, self._at, self._held, self._opened, self._contents,
+            self._count, self._where, self._status, self._examined, self._tokens,
         )  # fmt: skip
 
-    # -------------------------------------------------------------- gym API
-    def reset(
-        self, *, seed: int | Any = None, options: dict[str, Any] | None = None
-    ) -> tuple[Any, dict[str, Any]]:
-        """Reset every sub-env (or those in ``options["reset_mask"]``); seed i is ``seed + i``."""
-        seeds, options, mask = self._reset_args(seed, options)
-        rows = np.flatnonzero(mask)
-        for i in rows.tolist():
-            self.envs[i]._seed_and_configure(seeds[i], options or None)
-        self._start(rows)
-        self._autoreset[mask] = False
-        self._started = True
-        zeros = np.zeros(self.num_envs, dtype=np.int64)
-        info = self._array_info(zeros.astype(bool), zeros, zeros)
-        if not mask.all():  # only the reset sub-envs report
-            for key in self._keys:
-                info["_" + key] = mask.copy()
-        return self._observations(), info
-
-    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        acts = self._check_actions(actions)
-        n = self.num_envs
-        disabled = self.autoreset_mode == AutoresetMode.DISABLED
-        frozen = self._autoreset.copy()
-        starting = np.flatnonzero(frozen) if not disabled else np.zeros(0, dtype=np.int64)
-        if starting.size:  # NEXT_STEP: these sub-envs only start their next episode
-            self._load(starting)
-        # DISABLED: finished sub-envs stay as they are, unstepped and unreported, until reset
-        active = np.flatnonzero(~frozen) if frozen.any() else self._rows_all
-        invalid = np.zeros(n, dtype=bool)
-        success = self._advance(active, acts[active], invalid)
-        self._refresh(self._rows_all)
-        if starting.size:
-            self._begin(starting)
-        distance = np.where(success, 0, self._cost_now[active])
-        progress = np.zeros(n, dtype=np.int64)
-        progress[active] = np.sign(self._distance[active] - distance)
-        self._distance[active] = distance
-        self._steps[active] += 1
-        cut = ~success & (self._steps[active] >= self._budget[active])
-        outcome = np.zeros(n, dtype=np.int64)
-        outcome[active] = success.astype(np.int64) - cut
-        terminated, truncated = outcome == 1, outcome == -1
-        rewards = terminated.astype(np.float64)
-        if self.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP:
-            done = np.flatnonzero(outcome)
-            if done.size:
-                final_obs = self._observations()
-                final_info = self._array_info(invalid, progress, outcome)
-                self._start(done)
-                invalid[done], progress[done], outcome[done] = False, 0, 0
-                info = self._array_info(invalid, progress, outcome)
-                self._add_array_finals(info, done, final_obs, final_info)
-                return self._observations(), rewards, terminated, truncated, info
-        else:
-            self._autoreset = terminated | truncated
-        info = self._array_info(invalid, progress, outcome)
-        if disabled:
-            self._autoreset |= frozen
-            for key in self._keys:
-                info["_" + key][frozen] = False
-        return self._observations(), rewards, terminated, truncated, info
-
     # ---------------------------------------------------------- generation
-    def _start(self, rows: np.ndarray) -> None:
-        """Start the next episode of each sub-env in ``rows``: generate, read, observe, cost."""
-        if rows.size == 0:
-            return
-        self._load(rows)
-        self._refresh(rows)
-        self._begin(rows)
-
-    def _begin(self, rows: np.ndarray) -> None:
-        """Step count, optimal length and budget of freshly started (and refreshed) rows."""
-        self._steps[rows] = 0
-        distance = self._cost_now[rows]
-        self._optimal[rows] = self._distance[rows] = distance
-        budget = np.ceil(distance * self._budget_factor[rows]).astype(np.int64)
-        self._budget[rows] = budget + self._budget_slack[rows]
-
-    def _load(self, rows: np.ndarray) -> None:
-        """Generate each row's next world with the single env's code and read it into the arrays.
-
-        Sub-envs pinned to the same task (a group of rollouts) generate it once; the others copy
-        its rows."""
-        first: dict[Task, int] = {}
-        fresh, sources, copies = [], [], []
-        for i in rows.tolist():
-            env = self.envs[i]
-            pinned = env._pinned_task
-            if pinned is not None and pinned in first:
-                env._task, env._steps, env._done = pinned, 0, False
-                sources.append(first[pinned])
-                copies.append(i)
-                continue
-            fresh.append(i)
-            if pinned is not None:
-                first[pinned] = i
-        self._read(np.array(fresh, dtype=np.int64) if copies else rows)
-        for array in self._world if copies else ():
-            array[copies] = array[sources]
-
-    def _read(self, rows: np.ndarray) -> None:
-        """Generate the next world of each row in ``rows`` and read it into the arrays."""
-        envs: list[HouseholdEnv] = [self.envs[i] for i in rows.tolist()]
-        tasks: list[Task] = [env._start_task() for env in envs]
+    def _load(self, rows: np.ndarray, envs: list[HouseholdEnv], tasks: list[Task]) -> None:
+        """The freshly generated worlds of ``envs`` into ``rows``."""
         k = rows.size
         chain = itertools.chain.from_iterable
         ints = np.fromiter(
             chain(
                 (_FAMILY_IDS[env._family], env._knobs.rooms, env._target, env._required, env._open & _ALL_OPEN,
-                 env._room, _DETAILS[env._knobs.goal_detail], env._knobs.budget_slack, task.key, task.seed)
-                for env, task in zip(envs, tasks, strict=True)
+                 env._room, _DETAILS[env._knobs.goal_detail])
+                for env in envs
             ),
             dtype=np.int64,
-            count=10 * k,
-        ).reshape(k, 10).T  # fmt: skip
+            count=7 * k,
+        ).reshape(k, 7).T  # fmt: skip
         family, target, detail = ints[0], ints[2], ints[6]
         self._family[rows], self._rooms[rows], self._target[rows], self._required[rows] = ints[:4]
         self._opened[rows], self._room[rows] = ints[4], ints[5]
-        self._budget_slack[rows], self._task_key[rows], self._task_seed[rows] = ints[7:]
-        self._budget_factor[rows] = [env._knobs.budget_factor for env in envs]
-        self._difficulty[rows] = [task.difficulty for task in tasks]
         self._two[rows] = family == TWO
         self._live[rows] = detail == 0
         self._at[rows] = self._held[rows] = -1
@@ -460,10 +338,10 @@ class HouseholdVectorEnv(RLAVectorEnv):
         return np.where(self._family[e] == EXAMINE, self._examined[e], placed)
 
     # ------------------------------------------------------ observation
-    def _refresh(self, e: np.ndarray) -> None:
-        """Masks, tokens, the plan cost and (with ``oracle_info``) the oracle of rows ``e``."""
-        full = e.size == self.num_envs  # then rows are slices: views instead of gathers
-        rows: Any = slice(None) if full else e
+    def _refresh(self, rows: np.ndarray | None) -> None:
+        """Masks, tokens, the plan cost and (with ``oracle_info``) the oracle of ``rows`` (None: all)."""
+        e = self._rows_all if rows is None else rows
+        rows = self._index(e)  # all rows as a slice: views instead of gathers
         room, at, held, opened = self._room[rows], self._at[rows], self._held[rows], self._opened[rows]
         at0 = np.maximum(at, 0)
         here = at >= 0
@@ -528,6 +406,14 @@ class HouseholdVectorEnv(RLAVectorEnv):
         tokens[rows, 65:68] = np.take(objects, first[:, 0] + np.where(held >= 0, held, MAX_OBJECTS), axis=0)
 
     # -------------------------------------------------------------- oracle
+    def _cost(self, rows: np.ndarray) -> np.ndarray:
+        """The plan cost of ``rows``, computed by :meth:`_refresh`."""
+        return self._cost_now[rows]
+
+    def _oracle_masks(self, rows: np.ndarray | None) -> np.ndarray:
+        """The oracle commands of ``rows`` (None: all), computed by :meth:`_refresh`."""
+        return self._oracle.copy() if rows is None else self._oracle[rows]
+
     def _plan_costs(
         self,
         g: np.ndarray,
@@ -641,42 +527,6 @@ class HouseholdVectorEnv(RLAVectorEnv):
         unopened = (opens >> np.maximum(at, 0)) & 1
         oracle[:, OPEN_] = np.min(plan - unopened, axis=0) + junk == target
         return oracle
-
-    # ------------------------------------------------------------- info
-    def _array_info(self, invalid: np.ndarray, progress: np.ndarray, outcome: np.ndarray) -> dict[str, Any]:
-        """The batched info of every sub-env from the arrays (masks all set)."""
-        n = self.num_envs
-        info: dict[str, Any] = {
-            "difficulty": self._difficulty.copy(), "task_key": self._task_key.copy(),
-            "task_seed": self._task_seed.copy(), "action_mask": self._masks.copy(),
-            "invalid_action": invalid.copy(), "progress": progress.copy(),
-            "distance": self._distance.copy(), "optimal_len": self._optimal.copy(),
-            "step_budget": self._budget.copy(), "is_success": outcome == 1, "outcome": outcome.copy(),
-        }  # fmt: skip
-        if self.oracle_info:
-            info["oracle_mask"] = self._oracle.copy()
-        info = {key: info[key] for key in self._keys}
-        for key in self._keys:
-            info["_" + key] = np.ones(n, dtype=bool)
-        return info
-
-    def _add_array_finals(
-        self, info: dict[str, Any], done: np.ndarray, final_obs: Any, final_info: dict[str, Any]
-    ) -> None:
-        """SAME_STEP: the finished sub-envs' last observations and infos, as Gymnasium nests them."""
-        n = self.num_envs
-        finals = np.full(n, None, dtype=object)
-        for i in done.tolist():
-            if isinstance(final_obs, dict):
-                finals[i] = {key: value[i] for key, value in final_obs.items()}
-            else:
-                finals[i] = final_obs[i]
-        flag = np.zeros(n, dtype=bool)
-        flag[done] = True
-        for key in self._keys:
-            final_info["_" + key] = flag.copy()
-        info["final_obs"], info["_final_obs"] = finals, flag.copy()
-        info["final_info"], info["_final_info"] = final_info, flag.copy()
 
 
 __all__ = ["HouseholdVectorEnv"]

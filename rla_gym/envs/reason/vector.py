@@ -35,11 +35,11 @@ operator, operands, with a row operand's value token once that row is written).
 from __future__ import annotations
 
 import functools
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
-from gymnasium.vector import AutoresetMode
 
+from rla_gym.core import Task
 from rla_gym.envs.reason.env import ERASE, MINUS, THINK, WRITE_, ReasonEnv
 from rla_gym.envs.reason.tasks import (
     BUFFER,
@@ -59,7 +59,7 @@ from rla_gym.envs.reason.tasks import (
     VARS,
     WAITING,
 )
-from rla_gym.vector import RLAVectorEnv
+from rla_gym.vector_arrays import ArrayVectorEnv
 
 ROW0 = 4 + 2 * MEMORY  # first worksheet token (after the task and the memory)
 BUF0 = ROW0 + 6 * ROWS  # first buffer token
@@ -113,13 +113,13 @@ def _allowed_row(allowed: str) -> tuple[bool, ...]:
     return tuple(c in allowed for c in CHARS)
 
 
-class ReasonVectorEnv(RLAVectorEnv):
+class ReasonVectorEnv(ArrayVectorEnv):
     """``num_envs`` Reason sub-envs whose state lives in arrays (see the module docstring).
 
     Takes the keyword arguments of :class:`~rla_gym.vector.RLAVectorEnv`; ``obs_mode`` must be
-    ``"dict"`` or ``"flat"``. The bare sub-envs in ``envs`` choose and generate each episode's
-    task (``set_attr("pinned_task", ...)``, ``set_difficulties`` and ``get_attr("task")`` work
-    as for the lean loop); the running state is in this object's arrays, not in theirs.
+    ``"dict"`` or ``"flat"``. The loop, the episode starts and the infos are
+    :class:`~rla_gym.vector_arrays.ArrayVectorEnv`'s; this class holds the worksheets and their
+    state.
 
     Examples:
         >>> from rla_gym.envs.reason.vector import ReasonVectorEnv
@@ -131,17 +131,15 @@ class ReasonVectorEnv(RLAVectorEnv):
 
     def __init__(self, num_envs: int, **kwargs: Any) -> None:
         super().__init__(ReasonEnv, num_envs, **kwargs)
-        if self.obs_mode == "text":
-            raise ValueError("ReasonVectorEnv serves obs_mode 'dict' or 'flat'; 'text' uses RLAVectorEnv")
         n = self.num_envs
-        self._rows_all = np.arange(n)
         self._masks[:, THINK] = 1  # always admissible; the other columns are set every step
         # the worksheet, fixed for the episode
         self._last = np.zeros(n, dtype=np.int64)  # index of the answer row
         self._valid = np.zeros((n, ROWS), dtype=bool)  # rows the worksheet has
         self._deps = np.zeros((n, ROWS), dtype=np.int64)  # bitmask of the rows each row waits for
         # value prefix codes and the oracle's command (as an index into the flat oracle array, see
-        # _oracle_masks) of each row by buffer length; read as rows of (n * (BUFFER + 1), ROWS)
+        # _oracle_masks; written by _after_load) of each row by buffer length; read as rows of
+        # (n * (BUFFER + 1), ROWS)
         self._codes = np.full((n, BUFFER + 1, ROWS), -1, dtype=np.int16)
         self._full = np.zeros((n, ROWS), dtype=np.int16)  # each value's code
         self._target = np.full((n, BUFFER + 1, ROWS), n * ACTIONS, dtype=np.int64)
@@ -157,9 +155,6 @@ class ReasonVectorEnv(RLAVectorEnv):
         self._label_var = np.full((n, ROWS), -1, dtype=np.int64)  # trace: variable a row assigns
         self._start_values = np.zeros((n, MEMORY // 2), dtype=np.int64)  # trace: initial values
         self._variables = np.zeros((n, MEMORY // 2), dtype=bool)  # trace: variable slots in use
-        self._difficulty = np.zeros(n, dtype=np.float64)
-        self._task_key = np.zeros(n, dtype=np.int64)
-        self._task_seed = np.zeros(n, dtype=np.int64)
         # the running state
         self._written = np.zeros(n, dtype=np.int64)  # bitmask of the rows written
         self._ready = np.zeros((n, ROWS), dtype=bool)
@@ -169,102 +164,46 @@ class ReasonVectorEnv(RLAVectorEnv):
         self._common = np.zeros(n, dtype=np.int64)  # its longest common prefix with a ready value
         self._rejected = np.zeros(n, dtype=bool)
         self._left = np.zeros(n, dtype=np.int64)  # commands the unwritten rows cost
-        self._steps = np.zeros(n, dtype=np.int64)
-        self._budget = np.zeros(n, dtype=np.int64)
-        self._optimal = np.zeros(n, dtype=np.int64)
-        self._distance = np.zeros(n, dtype=np.int64)
-        self._oracle = np.zeros(n * ACTIONS + 1, dtype=np.int8)  # flat; the last entry takes no command
-
-    # -------------------------------------------------------------- gym API
-    def reset(
-        self, *, seed: int | Any = None, options: dict[str, Any] | None = None
-    ) -> tuple[Any, dict[str, Any]]:
-        """Reset every sub-env (or those in ``options["reset_mask"]``); seed i is ``seed + i``."""
-        seeds, options, mask = self._reset_args(seed, options)
-        rows = np.flatnonzero(mask)
-        for i in rows.tolist():
-            self.envs[i]._seed_and_configure(seeds[i], options or None)
-        self._start(rows)
-        self._autoreset[mask] = False
-        self._started = True
-        self._refresh()
-        zeros = np.zeros(self.num_envs, dtype=np.int64)
-        info = self._array_info(zeros.astype(bool), zeros, zeros)
-        if not mask.all():  # only the reset sub-envs report
-            for key in self._keys:
-                info["_" + key] = mask.copy()
-        return self._observations(), info
-
-    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        acts = self._check_actions(actions)
-        starting = np.flatnonzero(self._autoreset)
-        active = None
-        if starting.size:  # NEXT_STEP: these sub-envs only start their next episode
-            self._start(starting)
-            active = ~self._autoreset
-        invalid = np.zeros(self.num_envs, dtype=bool)
-        success, cut, progress = self._advance(active, acts, invalid)
-        outcome = np.where(success, 1, np.where(cut, -1, 0))
-        terminated = outcome == 1
-        truncated = outcome == -1
-        rewards = terminated.astype(np.float64)
-        done = np.flatnonzero(terminated | truncated)
-        self._refresh()
-        if self.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP:
-            if done.size:
-                final_obs = self._observations()
-                final_info = self._array_info(invalid, progress, outcome)
-                self._start(done)
-                self._refresh()
-                invalid[done], progress[done], outcome[done] = False, 0, 0
-                info = self._array_info(invalid, progress, outcome)
-                self._add_array_finals(info, done, final_obs, final_info)
-                return self._observations(), rewards, terminated, truncated, info
-        else:
-            self._autoreset = terminated | truncated
-        info = self._array_info(invalid, progress, outcome)
-        return self._observations(), rewards, terminated, truncated, info
+        #: The arrays a freshly loaded worksheet fills (copied row for row between equal tasks).
+        self._world = (
+            self._tokens, self._last, self._valid, self._deps, self._codes, self._full, self._maxlen,
+            self._allowed, self._static, self._ref, self._value_tokens, self._family, self._rank,
+            self._items, self._label_var, self._start_values, self._variables, self._left,
+        )  # fmt: skip
 
     # ---------------------------------------------------------- generation
-    def _env(self, i: int) -> ReasonEnv:
-        return cast(ReasonEnv, self.envs[i])
-
-    def _start(self, rows: np.ndarray) -> None:
-        """Start the next episode of each sub-env in ``rows``: generate, then read into arrays."""
-        if rows.size == 0:
-            return
-        records, floats, allowed = [], [], []
-        for i in rows.tolist():
-            env = self._env(i)
-            task = env._start_task()
+    def _load(self, rows: np.ndarray, envs: list[ReasonEnv], tasks: list[Task]) -> None:
+        """The freshly generated worksheets of ``envs`` into ``rows``."""
+        records, allowed = [], []
+        for env in envs:
             row_values = [row.value for row in env._rows]
-            knobs = env._knobs
-            extra = [_FAMILY[env._family], knobs.budget_slack, task.key, task.seed]
-            records.append(env._sheet_tokens + row_values + _PADDING[len(row_values)] + extra)
-            floats.append((knobs.budget_factor, task.difficulty))
+            records.append(
+                env._sheet_tokens + row_values + _PADDING[len(row_values)] + [_FAMILY[env._family]]
+            )
             allowed.append(_allowed_row(env._allowed))
         record = np.array(records, dtype=np.int64)  # one conversion for all the integers
-        sheet, values = record[:, :BUF0], record[:, BUF0 : BUF0 + ROWS]
-        family, slack, key, seed = record[:, BUF0 + ROWS :].T
-        factor, difficulty = np.array(floats).T
+        sheet, values, family = record[:, :BUF0], record[:, BUF0 : BUF0 + ROWS], record[:, BUF0 + ROWS]
         self._tokens[rows, :BUF0] = sheet
         self._family[rows] = family
         self._allowed[rows] = allowed
-        self._difficulty[rows], self._task_key[rows], self._task_seed[rows] = difficulty, key, seed
-        left = self._load_values(rows, values)
-        self._load_rows(rows, sheet[:, ROW0:].reshape(-1, ROWS, 6), family)
+        self._left[rows] = self._load_values(rows, values)
+        self._load_rows(rows, envs, sheet[:, ROW0:].reshape(-1, ROWS, 6), family)
         if (family >= _LIST).any():  # lists and programs show a memory that writes change
-            self._load_memory(rows, family)
+            self._load_memory(rows, envs, family)
+
+    def _after_load(self, rows: np.ndarray) -> None:
+        """The oracle's commands (indices into the flat oracle array, so per row) and the
+        starting state: nothing written, an empty buffer."""
+        after = _NEXT_OF[self._value_tokens[rows] - NUM0 + MAX_VALUE].transpose(0, 2, 1)
+        target = np.where(after == _END, WRITE_ + _ROW, after) + (rows * ACTIONS)[:, None, None]
+        self._target[rows] = np.where(after == _NOTHING, self.num_envs * ACTIONS, target)
         self._written[rows] = 0
         self._ready[rows] = self._valid[rows] & (self._deps[rows] == 0)
         self._clear_buffer(rows)
-        self._steps[rows] = 0
-        self._left[rows] = self._optimal[rows] = self._distance[rows] = left
-        self._budget[rows] = np.ceil(left * factor).astype(np.int64) + slack
 
     def _load_values(self, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
-        """Row values as lengths, prefix codes and oracle commands (looked up); returns the
-        commands all rows cost (each value's characters and a write)."""
+        """Row values as lengths and prefix codes (looked up); returns the commands all rows cost
+        (each value's characters and a write)."""
         at = values + MAX_VALUE
         length = _LENGTHS[at]
         valid = values != NO_VALUE
@@ -274,18 +213,17 @@ class ReasonVectorEnv(RLAVectorEnv):
         self._last[rows] = sizes - 1
         self._codes[rows] = codes.transpose(0, 2, 1)
         self._full[rows] = np.take_along_axis(codes, length[..., None], 2)[..., 0]
-        after = _NEXT_OF[at].transpose(0, 2, 1)
-        target = np.where(after == _END, WRITE_ + _ROW, after) + (rows * ACTIONS)[:, None, None]
-        self._target[rows] = np.where(after == _NOTHING, self.num_envs * ACTIONS, target)
         self._maxlen[rows] = length.max(axis=1)
         self._value_tokens[rows] = NUM0 + values
         return length.sum(axis=1) + sizes
 
-    def _load_rows(self, rows: np.ndarray, static: np.ndarray, family: np.ndarray) -> None:
+    def _load_rows(
+        self, rows: np.ndarray, envs: list[ReasonEnv], static: np.ndarray, family: np.ndarray
+    ) -> None:
         """Each row's static tokens, row operands and dependencies (the sheet shows them, except
         a trace's statements to come, read from the env)."""
         for k in np.flatnonzero(family == _TRACE).tolist():
-            env = self._env(int(rows[k]))
+            env = envs[k]
             for r, row in enumerate(env._rows):
                 operands = (env._operand_token(row.a), env._operand_token(row.b))
                 static[k, r, 1:5] = (TOK[row.label], TOK[row.op], *operands)
@@ -299,14 +237,14 @@ class ReasonVectorEnv(RLAVectorEnv):
         chain = family >= _LIST  # a list or a program goes step by step
         self._deps[rows] = np.where(chain[:, None], _CHAIN, used[..., 0] | used[..., 1])
 
-    def _load_memory(self, rows: np.ndarray, family: np.ndarray) -> None:
+    def _load_memory(self, rows: np.ndarray, envs: list[ReasonEnv], family: np.ndarray) -> None:
         """A list's items by the row that ticks them off; a program's variables and the rows
         that set them."""
         lists, traces = rows[family == _LIST], rows[family == _TRACE]
         if lists.size:
             ranks, counts = [], []
-            for i in lists.tolist():
-                env = self._env(i)
+            for k in np.flatnonzero(family == _LIST).tolist():
+                env = envs[k]
                 items = env._items
                 order: list[int] = list(range(len(items)))  # a running sum: in list order
                 if env._header[1] == "kth":  # the k-th smallest: a stable sort, ties in list order
@@ -320,8 +258,8 @@ class ReasonVectorEnv(RLAVectorEnv):
             self._items[lists] = np.arange(MEMORY) < np.array(counts)[:, None]
         if traces.size:
             starts, counts, labels = [], [], []
-            for i in traces.tolist():
-                env = self._env(i)
+            for k in np.flatnonzero(family == _TRACE).tolist():
+                env = envs[k]
                 start = list(env._start.values())
                 starts.append(start + [0] * (MEMORY // 2 - len(start)))
                 counts.append(len(start))
@@ -336,18 +274,23 @@ class ReasonVectorEnv(RLAVectorEnv):
         self._code[e] = self._size[e] = self._common[e] = 0
         self._rejected[e] = False
 
-    def _advance(
-        self, active: np.ndarray | None, a: np.ndarray, invalid: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Step the ``active`` sub-envs (None: all) with commands ``a``: (success, cut, progress),
-        and fill ``invalid``. The others just started an episode: their state, and so their
-        distance, stays, and their steps stay 0, below any budget."""
+    def _advance(self, active: np.ndarray, actions: np.ndarray, invalid: np.ndarray) -> np.ndarray:
+        """Apply ``actions`` to the ``active`` sub-envs; fill ``invalid``; return their success.
+        Every row is stepped as a whole column; the others (finished, or just started) are
+        masked out and stay as they are."""
+        n = self.num_envs
+        on, a = None, actions
+        if active.size < n:
+            on = np.zeros(n, dtype=bool)
+            on[active] = True
+            a = np.zeros(n, dtype=actions.dtype)
+            a[active] = actions
         ok = np.take(self._masks.ravel(), self._rows_all * ACTIONS + a) == 1
-        if active is None:
+        if on is None:
             invalid[:] = ~ok
         else:
-            ok &= active
-            invalid[:] = active & ~ok
+            ok &= on
+            invalid[:] = on & ~ok
         t = np.flatnonzero(ok & (a <= MINUS))
         if t.size:  # type a character
             c, size = a[t], self._size[t]
@@ -373,13 +316,8 @@ class ReasonVectorEnv(RLAVectorEnv):
             self._rejected[t] = ~right  # a wrong value stays in the buffer, flagged
             if right.any():
                 self._write(t[right], row[right])
-        self._steps += 1 if active is None else active
         success = (self._written >> self._last) & 1 == 1
-        distance = np.where(success, 0, self._left + self._size - 2 * self._common)
-        progress = np.sign(self._distance - distance)
-        self._distance = distance
-        cut = ~success & (self._steps >= self._budget)
-        return success, cut, progress
+        return success if on is None else success[active]
 
     def _write(self, e: np.ndarray, row: np.ndarray) -> None:
         """Sub-envs ``e`` write their buffer, which is right, into ``row``."""
@@ -430,20 +368,29 @@ class ReasonVectorEnv(RLAVectorEnv):
             self._tokens[f, 5 : 5 + MEMORY : 2] = np.where(self._variables[f], value, NONE)
 
     # -------------------------------------------------------------- oracle
-    def _oracle_masks(self) -> np.ndarray:
-        """int8 (n, actions): the commands that lower the exact distance by one."""
-        n, flat = self.num_envs, self._oracle
+    def _cost(self, rows: np.ndarray) -> np.ndarray:
+        """The distance of each of ``rows``: unwritten rows' commands, plus erasing the buffer
+        beyond its common prefix with a ready value, less that prefix typed."""
+        sel = self._index(rows)
+        return self._left[sel] + self._size[sel] - 2 * self._common[sel]
+
+    def _oracle_masks(self, rows: np.ndarray | None) -> np.ndarray:
+        """int8 (k, actions): the commands of ``rows`` (None: all) that lower the exact distance
+        by one, scattered into the flat oracle buffer."""
+        n, flat = self.num_envs, self._oracle_flat
         flat[:] = 0
-        size, layer = self._size, self._layer + self._size
+        sel = slice(None) if rows is None else rows
+        size = self._size[sel]
+        layer = self._layer[sel] + size
         codes = np.take(self._codes.reshape(-1, ROWS), layer, axis=0)
-        starts = self._ready & (codes == self._code[:, None])  # the values the buffer starts
+        starts = self._ready[sel] & (codes == self._code[sel, None])  # the values the buffer starts
         flat[np.where(starts, np.take(self._target.reshape(-1, ROWS), layer, axis=0), n * ACTIONS)] = 1
-        oracle = flat[:-1].reshape(n, ACTIONS)
-        oracle[:, ERASE] = (size > 0) & (self._common < size)
-        return oracle.copy()
+        oracle = self._oracle[sel]
+        oracle[:, ERASE] = (size > 0) & (self._common[sel] < size)
+        return oracle.copy() if rows is None else oracle
 
     # ------------------------------------------------------------ rendering
-    def _refresh(self) -> None:
+    def _refresh(self, rows: np.ndarray | None) -> None:
         """Masks and the buffer tokens of every sub-env from the current state."""
         size, code = self._size, self._code
         minus = code == MINUS_CODE
@@ -455,41 +402,6 @@ class ReasonVectorEnv(RLAVectorEnv):
         masks[:, WRITE_:THINK] = self._ready & ((size > 0) & ~minus)[:, None]
         self._tokens[:, BUF0:TAIL] = _CHAR_TOKENS[self._buffer]
         self._tokens[:, TAIL] = np.where(self._rejected, _REJECTED, _OK)
-
-    def _array_info(self, invalid: np.ndarray, progress: np.ndarray, outcome: np.ndarray) -> dict[str, Any]:
-        """The batched info of every sub-env from the arrays (masks all set)."""
-        n = self.num_envs
-        info: dict[str, Any] = {
-            "difficulty": self._difficulty.copy(), "task_key": self._task_key.copy(),
-            "task_seed": self._task_seed.copy(), "action_mask": self._masks.copy(),
-            "invalid_action": invalid.copy(), "progress": progress.copy(),
-            "distance": self._distance.copy(), "optimal_len": self._optimal.copy(),
-            "step_budget": self._budget.copy(), "is_success": outcome == 1, "outcome": outcome.copy(),
-        }  # fmt: skip
-        if self.oracle_info:
-            info["oracle_mask"] = self._oracle_masks()
-        info = {key: info[key] for key in self._keys}
-        for key in self._keys:
-            info["_" + key] = np.ones(n, dtype=bool)
-        return info
-
-    def _add_array_finals(
-        self, info: dict[str, Any], done: np.ndarray, final_obs: Any, final_info: dict[str, Any]
-    ) -> None:
-        """SAME_STEP: the finished sub-envs' last observations and infos, as Gymnasium nests them."""
-        n = self.num_envs
-        finals = np.full(n, None, dtype=object)
-        for i in done.tolist():
-            if isinstance(final_obs, dict):
-                finals[i] = {key: value[i] for key, value in final_obs.items()}
-            else:
-                finals[i] = final_obs[i]
-        flag = np.zeros(n, dtype=bool)
-        flag[done] = True
-        for key in self._keys:
-            final_info["_" + key] = flag.copy()
-        info["final_obs"], info["_final_obs"] = finals, flag.copy()
-        info["final_info"], info["_final_info"] = final_info, flag.copy()
 
 
 __all__ = ["ReasonVectorEnv"]
