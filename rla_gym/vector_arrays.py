@@ -269,7 +269,7 @@ class ArrayVectorEnv(RLAVectorEnv):
         self, rows: np.ndarray | None, invalid: np.ndarray, progress: np.ndarray, outcome: np.ndarray
     ) -> dict[str, Any]:
         """The info values of every sub-env (or of ``rows``), fresh arrays, keys in order."""
-        pick: Any = np.copy if rows is None else (lambda values: values[rows])
+        pick: Any = (lambda values: values.copy()) if rows is None else (lambda values: values[rows])
         info: dict[str, Any] = {
             "difficulty": pick(self._difficulty), "task_key": pick(self._task_key),
             "task_seed": pick(self._task_seed), "action_mask": pick(self._masks),

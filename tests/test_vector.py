@@ -297,3 +297,59 @@ def test_textnav_array_state_env_generates_a_shared_task_once_and_copies_it() ->
         assert _same(obs_a, obs_b) and np.array_equal(r_a, r_b) and np.array_equal(term_a, term_b)
         _same_info(info_a, info_b, skip=("final_obs", "final_info"))
     assert ours.get_attr("task") == theirs.get_attr("task")
+
+
+@pytest.mark.parametrize("env_id", rla_gym.ENV_IDS)
+def test_every_array_state_env_runs_disabled_autoreset_as_the_lean_loop(
+    env_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A guard against drift between the families: each array-state env under DISABLED (as the
+    group trainer runs it: groups pinned to one task, generated once, finished sub-envs restarted
+    by reset_mask) steps as the lean loop does."""
+    from rla_gym.vector_arrays import ArrayVectorEnv
+
+    n = 12
+    kwargs = {"difficulty": 0.3, "autoreset_mode": AutoresetMode.DISABLED}
+    ours = gym.make_vec(env_id, num_envs=n, array_state=True, **kwargs)
+    theirs = gym.make_vec(env_id, num_envs=n, array_state=False, **kwargs)
+    assert isinstance(ours, ArrayVectorEnv) and type(theirs) is RLAVectorEnv
+    tasks = [Task(env_id, 0.1, 3)] * 3 + [Task(env_id, 0.6, 8)] * 2 + [None] * (n - 5)  # two groups
+    levels = np.round(np.linspace(0.0, 1.0, n), 3)
+    for env in (ours, theirs):
+        env.set_difficulties(levels)
+        env.set_tasks(tasks)
+    generated: list[Task] = []
+    generate = type(ours.envs[0])._generate
+
+    def counting(env: Any, task: Task) -> None:
+        generated.append(task)
+        generate(env, task)
+
+    monkeypatch.setattr(type(ours.envs[0]), "_generate", counting)
+    obs_a, info_a = ours.reset(seed=21)
+    assert len(generated) == n - 3 and generated[:2] == [tasks[0], tasks[3]]  # one per group
+    obs_b, info_b = theirs.reset(seed=21)
+    assert _same(obs_a, obs_b)
+    _same_info(info_a, info_b)
+    rng = np.random.default_rng(6)
+    finished = np.zeros(n, dtype=bool)
+    episodes = 0
+    for t in range(120):
+        if t % 6 == 5 and finished.any():  # restart the finished ones by hand
+            options = {"reset_mask": finished.copy()}
+            obs_a, info_a = ours.reset(options=options)
+            obs_b, info_b = theirs.reset(options=options)
+            assert _same(obs_a, obs_b)
+            _same_info(info_a, info_b)
+            finished[:] = False
+        actions = _oracle_led_actions(info_b["oracle_mask"], obs_b["action_mask"], rng)
+        obs_a, r_a, term_a, trunc_a, info_a = ours.step(actions)
+        obs_b, r_b, term_b, trunc_b, info_b = theirs.step(actions)
+        assert _same(obs_a, obs_b) and np.array_equal(r_a, r_b)
+        assert np.array_equal(term_a, term_b) and np.array_equal(trunc_a, trunc_b)
+        _same_info(info_a, info_b)
+        assert not (finished & (term_b | trunc_b)).any() and not info_a["_distance"][finished].any()
+        finished |= term_b | trunc_b
+        episodes += int((term_b | trunc_b).sum())
+    assert episodes >= 50  # 72-110 measured
+    assert ours.get_attr("task") == theirs.get_attr("task")

@@ -76,7 +76,12 @@ def _pair(autoreset: AutoresetMode, obs_mode: str = "dict") -> tuple[RLAVectorEn
 @pytest.mark.usefixtures("array_state")
 @pytest.mark.parametrize(
     ("autoreset", "obs_mode"),
-    [(AutoresetMode.NEXT_STEP, "dict"), (AutoresetMode.SAME_STEP, "dict"), (AutoresetMode.NEXT_STEP, "flat")],
+    [
+        (AutoresetMode.NEXT_STEP, "dict"),
+        (AutoresetMode.SAME_STEP, "dict"),
+        (AutoresetMode.NEXT_STEP, "flat"),
+        (AutoresetMode.DISABLED, "dict"),
+    ],
 )
 def test_reason_array_state_env_matches_the_lean_loop_at_every_difficulty(
     autoreset: AutoresetMode, obs_mode: str
@@ -92,13 +97,25 @@ def test_reason_array_state_env_matches_the_lean_loop_at_every_difficulty(
     rng = np.random.default_rng(0)
     outcomes: list[int] = []
     invalid = rejected = 0
-    for _ in range(600):
-        actions = _actions(info_b["oracle_mask"], info_b["action_mask"], rng)
+    finished = np.zeros(N, dtype=bool)
+    for t in range(600):
+        if autoreset == AutoresetMode.DISABLED and t % 5 == 4 and finished.any():
+            options = {"reset_mask": finished.copy()}  # restart the finished ones by hand
+            obs_a, info_a = ours.reset(options=options)
+            obs_b, info_b = theirs.reset(options=options)
+            assert _same(obs_a, obs_b)
+            _same_info(info_a, info_b)
+            finished[:] = False
+        masks = obs_b["action_mask"] if obs_mode == "dict" else obs_b[:, -ACTIONS:].astype(np.int8)
+        actions = _actions(info_b["oracle_mask"], masks, rng)
         obs_a, r_a, term_a, trunc_a, info_a = ours.step(actions)
         obs_b, r_b, term_b, trunc_b, info_b = theirs.step(actions)
         assert _same(obs_a, obs_b) and _same(r_a, r_b)
         assert _same(term_a, term_b) and _same(trunc_a, trunc_b)
         _same_info(info_a, info_b)
+        if autoreset == AutoresetMode.DISABLED:  # finished sub-envs stay finished, unreported
+            assert not (finished & (term_b | trunc_b)).any() and not info_b["_distance"][finished].any()
+            finished |= term_b | trunc_b
         for i in np.flatnonzero(term_b | trunc_b):
             if autoreset == AutoresetMode.SAME_STEP:
                 assert _same(info_a["final_obs"][i], info_b["final_obs"][i])

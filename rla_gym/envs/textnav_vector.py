@@ -61,11 +61,8 @@ def _bit(edge: np.ndarray) -> np.ndarray:
 
 
 class TextNavVectorEnv(ArrayVectorEnv):
-    """``num_envs`` TextNav sub-envs whose state lives in arrays (see the module docstring).
-
-    Takes the keyword arguments of :class:`~rla_gym.vector.RLAVectorEnv`; ``obs_mode`` must be
-    ``"dict"`` or ``"flat"``. The loop, the episode starts and the infos are
-    :class:`~rla_gym.vector_arrays.ArrayVectorEnv`'s; this class holds the house and its state.
+    """``num_envs`` TextNav sub-envs whose houses and state live in arrays (see the module
+    docstring): an :class:`~rla_gym.vector_arrays.ArrayVectorEnv`, with its arguments.
 
     Examples:
         >>> import gymnasium as gym, rla_gym

@@ -152,12 +152,8 @@ def _flatten(lists: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 class GUIVectorEnv(ArrayVectorEnv):
-    """``num_envs`` GUI sub-envs whose state lives in arrays (see the module docstring).
-
-    Takes the keyword arguments of :class:`~rla_gym.vector.RLAVectorEnv`; ``obs_mode`` must be
-    ``"dict"`` or ``"flat"``. The loop, the episode starts and the infos are
-    :class:`~rla_gym.vector_arrays.ArrayVectorEnv`'s; this class holds the application and its
-    state.
+    """The :class:`~rla_gym.vector_arrays.ArrayVectorEnv` of RLA-GUI: applications and their
+    state in arrays (see the module docstring).
 
     Examples:
         >>> from rla_gym.envs.gui.vector import GUIVectorEnv

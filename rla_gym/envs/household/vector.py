@@ -175,11 +175,8 @@ class _View(NamedTuple):
 
 
 class HouseholdVectorEnv(ArrayVectorEnv):
-    """``num_envs`` Household sub-envs whose state lives in arrays (see the module docstring).
-
-    Takes the keyword arguments of :class:`~rla_gym.vector.RLAVectorEnv`; ``obs_mode`` must be
-    ``"dict"`` or ``"flat"``. The loop, the episode starts and the infos are
-    :class:`~rla_gym.vector_arrays.ArrayVectorEnv`'s; this class holds the house and its state.
+    """``num_envs`` Household sub-envs in arrays: the :class:`~rla_gym.vector_arrays.ArrayVectorEnv`
+    of the family (see the module docstring).
 
     Examples:
         >>> from rla_gym.envs.household.vector import HouseholdVectorEnv

@@ -114,19 +114,13 @@ def _allowed_row(allowed: str) -> tuple[bool, ...]:
 
 
 class ReasonVectorEnv(ArrayVectorEnv):
-    """``num_envs`` Reason sub-envs whose state lives in arrays (see the module docstring).
-
-    Takes the keyword arguments of :class:`~rla_gym.vector.RLAVectorEnv`; ``obs_mode`` must be
-    ``"dict"`` or ``"flat"``. The loop, the episode starts and the infos are
-    :class:`~rla_gym.vector_arrays.ArrayVectorEnv`'s; this class holds the worksheets and their
-    state.
+    """Reason's :class:`~rla_gym.vector_arrays.ArrayVectorEnv`: worksheets and their state in
+    arrays (see the module docstring).
 
     Examples:
         >>> from rla_gym.envs.reason.vector import ReasonVectorEnv
-        >>> envs = ReasonVectorEnv(3, difficulty=0.2)
-        >>> obs, info = envs.reset(seed=0)
-        >>> obs["tokens"].shape, info["distance"].shape
-        ((3, 93), (3,))
+        >>> ReasonVectorEnv(3, difficulty=0.2, obs_mode="flat").reset(seed=0)[0].shape
+        (3, 116)
     """
 
     def __init__(self, num_envs: int, **kwargs: Any) -> None:
