@@ -42,12 +42,13 @@ PRECISION_M = (1, 2, 4, 8, 16, 32)
 RUN_SETTINGS = (
     "steps", "eval_every", "eval_episodes", "levels", "max_difficulty", "difficulty", "algo",
     "encoder", "objective", "lam", "process_scale", "mu", "prm_epochs", "prm_replay", "n_envs", "n_steps",
-    "group_size", "groups", "group_filter", "vec_env", "batch_size", "n_epochs", "ent_coef",
+    "group_size", "groups", "group_filter", "vec_env", "batch_size", "n_epochs", "ent_coef", "learning_rate",
 )  # fmt: skip
 #: Run settings added after runs were committed: a run without the key was made with this value.
 UNSAVED_DEFAULTS = {
     "encoder": "flatten", "prm_epochs": 1, "prm_replay": 1, "mu": 1.5, "group_size": 8, "groups": 8,
     "group_filter": "all", "vec_env": "dummy", "batch_size": 0, "n_epochs": 10, "ent_coef": 0.0,
+    "learning_rate": 0.0,
 }  # fmt: skip
 #: Held-out RM trajectories use task seeds from here on (policy evaluation uses the start).
 RM_SEED_OFFSET = 1_000_000
@@ -89,6 +90,7 @@ class BenchSettings:
     batch_size: int = from_loop("batch_size")
     n_epochs: int = from_loop("n_epochs")
     ent_coef: float = from_loop("ent_coef")
+    learning_rate: float = from_loop("learning_rate")
     n_steps: int = from_loop("n_steps")
     out: str = described("results/bench", "results directory")
     backend: str = described("process", "process (local pool) or ray")

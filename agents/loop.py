@@ -79,9 +79,10 @@ class LoopSettings:
     n_envs: int = described(4, "vectorised envs")
     n_steps: int = described(256, "rollout length per env")
     vec_env: str = described("dummy", "dummy (SB3's DummyVecEnv) or batched (the suite's batched vector env)")
-    batch_size: int = described(0, "PPO minibatch size (0: n_steps)")
-    n_epochs: int = described(10, "PPO passes over each rollout")
-    ent_coef: float = described(0.0, "PPO entropy bonus")
+    batch_size: int = described(0, "minibatch size of PPO and the group trainer (0: n_steps, grpo: 256)")
+    n_epochs: int = described(10, "passes over each rollout (PPO) or round (the group trainer)")
+    ent_coef: float = described(0.0, "entropy bonus (PPO, A2C, the group trainer)")
+    learning_rate: float = described(0.0, "policy learning rate (0: the algorithm's default, 3e-4; A2C 7e-4)")
     difficulty: float = described(0.2, "difficulty of every mode but env (those keep it fixed)")
     max_difficulty: float = described(1.0, "curricula stay within [0, this]")
     seed: int = described(0, "seed of the run")
@@ -107,9 +108,15 @@ def validate_settings(settings: LoopSettings) -> None:
         value = getattr(settings, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
-    ent = settings.ent_coef
-    if isinstance(ent, bool) or not isinstance(ent, (int, float)) or not np.isfinite(ent) or ent < 0:
-        raise ValueError(f"ent_coef must be a finite number >= 0, got {ent!r}")
+    for name in ("ent_coef", "learning_rate"):
+        value = getattr(settings, name)
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not np.isfinite(value)
+            or value < 0
+        ):
+            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
     if settings.algo not in ALGOS:
         raise ValueError(f"algo must be one of {ALGOS}, got {settings.algo!r}")
     if settings.algo in GROUP_ALGOS:
@@ -197,6 +204,8 @@ def _algorithm(settings: LoopSettings, venv: VecEnv) -> Any:
         "device": settings.device,
         "policy_kwargs": {"features_extractor_kwargs": {"encoder": settings.encoder}},
     }
+    if settings.learning_rate:
+        common["learning_rate"] = settings.learning_rate
     if settings.algo == "a2c":
         return A2C(TokenPolicy, venv, ent_coef=settings.ent_coef, **common)
     ppo: dict[str, Any] = {
@@ -286,9 +295,12 @@ def _group_algorithm(
     from agents.policies import MaskableTokenPolicy, TokenPolicy
 
     masked = settings.algo == "maskable-grpo"
+    optional: dict[str, Any] = {"learning_rate": settings.learning_rate, "batch_size": settings.batch_size}
     return GroupPPO(
         MaskableTokenPolicy if masked else TokenPolicy, venv, reward_env=reward_env, curriculum=curriculum,
         group_size=settings.group_size, group_filter=settings.group_filter, masked=masked,
+        n_epochs=settings.n_epochs, ent_coef=settings.ent_coef,
+        **{name: value for name, value in optional.items() if value},  # 0: the trainer's default
         policy_kwargs={"features_extractor_kwargs": {"encoder": settings.encoder}},
         seed=settings.seed, device=settings.device,
     )  # fmt: skip

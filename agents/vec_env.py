@@ -14,15 +14,19 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvO
 from rla_gym.vector import RLAVectorEnv
 
 
-def _row(info: dict[str, Any], i: int) -> dict[str, Any]:
-    """Sub-env ``i``'s entries of a batched Gymnasium info (those its ``_key`` mask marks)."""
-    row = {}
-    for key, values in info.items():
-        if key.startswith("_") or key in ("final_obs", "final_info"):
-            continue
-        if info["_" + key][i]:
-            row[key] = values[i]
-    return row
+def _rows(info: dict[str, Any], n: int) -> list[dict[str, Any]]:
+    """Each sub-env's entries of a batched Gymnasium info (those its ``_key`` mask marks)."""
+    keys = [k for k in info if not k.startswith("_") and k not in ("final_obs", "final_info")]
+    full = [k for k in keys if info["_" + k].all()]
+    rows = [dict(zip(full, values, strict=True)) for values in zip(*(info[k] for k in full), strict=True)]
+    if not full:
+        rows = [{} for _ in range(n)]
+    for key in keys:
+        if key not in full:
+            values = info[key]
+            for i in np.flatnonzero(info["_" + key]).tolist():
+                rows[i][key] = values[i]
+    return rows
 
 
 class BatchedVecEnv(VecEnv):
@@ -64,7 +68,7 @@ class BatchedVecEnv(VecEnv):
         seeds = self._seeds if any(s is not None for s in self._seeds) else None
         obs, info = self.vector.reset(seed=seeds)
         self._reset_seeds()
-        self.reset_infos = [_row(info, i) for i in range(self.num_envs)]
+        self.reset_infos = _rows(info, self.num_envs)
         return obs
 
     def step_async(self, actions: np.ndarray) -> None:
@@ -74,18 +78,17 @@ class BatchedVecEnv(VecEnv):
         assert self._actions is not None
         obs, rewards, terminated, truncated, info = self.vector.step(self._actions)
         dones = terminated | truncated
-        infos: list[dict[str, Any]] = []
-        for i in range(self.num_envs):
-            if dones[i]:
-                last = _row(info["final_info"], i)
+        infos = _rows(info, self.num_envs)
+        for i in np.flatnonzero(~dones).tolist():
+            infos[i]["TimeLimit.truncated"] = False
+        if dones.any():
+            finals = _rows(info["final_info"], self.num_envs)
+            for i in np.flatnonzero(dones).tolist():
+                self.reset_infos[i] = infos[i]
+                last = finals[i]
                 last["terminal_observation"] = info["final_obs"][i]
                 last["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
-                infos.append(last)
-                self.reset_infos[i] = _row(info, i)
-            else:
-                row = _row(info, i)
-                row["TimeLimit.truncated"] = False
-                infos.append(row)
+                infos[i] = last
         return obs, rewards.astype(np.float32), dones, infos
 
     def close(self) -> None:

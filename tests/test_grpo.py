@@ -207,3 +207,20 @@ def test_batched_collection_runs_the_same_rounds_as_stepping_each_env() -> None:
                 assert a[1:3] == b[1:3] and np.array_equal(a[3], b[3]) and a[4:] == b[4:]
     for p, q in zip(model_a.policy.parameters(), model_b.policy.parameters(), strict=True):
         assert torch.equal(p, q)
+
+
+def test_the_trainer_settings_reach_the_group_trainer_and_ppo() -> None:
+    """n_epochs, batch_size, ent_coef and learning_rate reach GroupPPO (they were dropped once)."""
+    fields = {"n_epochs": 3, "batch_size": 512, "ent_coef": 0.02, "learning_rate": 1e-3}
+    model, _ = build_loop(
+        LoopSettings(algo="grpo", mode="outcome", difficulty=0.0, seed=0, device="cpu", **fields)
+    )
+    assert (model.n_epochs, model.batch_size, model.ent_coef) == (3, 512, 0.02)
+    assert model.lr_schedule(1.0) == pytest.approx(1e-3)
+    assert model.policy.optimizer.param_groups[0]["lr"] == pytest.approx(1e-3)
+    default, _ = build_loop(LoopSettings(algo="grpo", mode="outcome", seed=0, device="cpu"))
+    assert (default.n_epochs, default.batch_size, default.lr_schedule(1.0)) == (10, 256, pytest.approx(3e-4))
+    ppo, _ = build_loop(LoopSettings(algo="ppo", mode="outcome", seed=0, device="cpu", learning_rate=1e-3))
+    assert ppo.lr_schedule(1.0) == pytest.approx(1e-3)
+    with pytest.raises(ValueError, match="learning_rate must be a finite number >= 0, got -0.1"):
+        build_loop(LoopSettings(algo="ppo", learning_rate=-0.1))
