@@ -32,7 +32,8 @@ class ArrayVectorEnv(RLAVectorEnv):
     ``set_attr("pinned_task", ...)``, ``set_difficulties`` and ``get_attr("task")`` work as for
     the lean loop); the running state is in this object's arrays, not in theirs.
 
-    A family implements (``rows`` and ``active`` are int arrays of sub-env indices, ``None`` all):
+    A family implements (``rows`` and ``active`` are int arrays of sub-env indices; ``None``, where
+    allowed, means every row):
 
     - ``_world``, set in ``__init__``: every per-sub-env array that :meth:`_load` writes, copied
       row for row to sub-envs pinned to the task a row just generated (the task, its difficulty
@@ -42,12 +43,14 @@ class ArrayVectorEnv(RLAVectorEnv):
     - :meth:`_after_load` ``(rows)`` (optional): every started row, copies included, after the
       copies: what depends on the row itself.
     - :meth:`_advance` ``(active, actions, invalid) -> success``: apply the commands of the
-      ``active`` rows (inadmissible ones are no-ops flagged in ``invalid``); their success.
+      ``active`` rows (inadmissible ones are no-ops flagged in ``invalid``), leaving the other
+      rows as they are; their success.
     - :meth:`_refresh` ``(rows)``: masks (``_masks``) and tokens (``_tokens``) of ``rows`` from
       the state, and what :meth:`_cost` and :meth:`_oracle_masks` read; a family may refresh
       every row whatever ``rows`` says.
     - :meth:`_cost` ``(rows) -> cost``: the exact oracle distance of the rows' states (after
-      :meth:`_refresh`); the base sets it to 0 where a step succeeds.
+      :meth:`_refresh`, a function of the state alone); the base sets it to 0 where a step
+      succeeds, and a started row's is its optimal length and budget.
     - :meth:`_oracle_masks` ``(rows) -> oracle``: int8 (k, actions), a fresh array: the
       admissible commands that lower the distance by one (after :meth:`_refresh`).
 

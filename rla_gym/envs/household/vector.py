@@ -338,8 +338,8 @@ class HouseholdVectorEnv(ArrayVectorEnv):
     def _refresh(self, rows: np.ndarray | None) -> None:
         """Masks, tokens, the plan cost and (with ``oracle_info``) the oracle of ``rows`` (None: all)."""
         e = self._rows_all if rows is None else rows
-        rows = self._index(e)  # all rows as a slice: views instead of gathers
-        room, at, held, opened = self._room[rows], self._at[rows], self._held[rows], self._opened[rows]
+        sel = self._index(e)  # all rows as a slice: views instead of gathers
+        room, at, held, opened = self._room[sel], self._at[sel], self._held[sel], self._opened[sel]
         at0 = np.maximum(at, 0)
         here = at >= 0
         is_open = here & ((opened >> at0) & 1 == 1)
@@ -348,19 +348,19 @@ class HouseholdVectorEnv(ArrayVectorEnv):
         c = int(visible.max())  # slots beyond the fullest open receptacle in view are all empty
         slots = place[:, None] * MAX_OBJECTS + np.arange(c)  # contiguous (k, c): narrow views are slow
         inside = np.take(self._contents.reshape(-1), slots)  # the objects there, by slot
-        view = _View(e, rows, room, at, held, here, is_open, here & _OPENABLE_RECS[at0], inside)
+        view = _View(e, sel, room, at, held, here, is_open, here & _OPENABLE_RECS[at0], inside)
         masks = self._admissible(view)
-        self._masks[rows] = masks
-        where = self._where[rows]
-        two = self._two[rows]
+        self._masks[sel] = masks
+        where = self._where[sel]
+        two = self._two[sel]
         p0, p1 = where[:, 0], np.where(two, where[:, 1], EMPTY)
         self._observe_tokens(view, p0, p1)
         code = np.where(held >= 0, np.where(held < 1 + two, held, JUNK), EMPTY)
-        state = (room, at, code, p0, p1, self._status[rows, 0], opened)
+        state = (room, at, code, p0, p1, self._status[sel, 0], opened)
         if self.oracle_info:
             self._oracle_and_cost(view, masks, state)
         else:
-            self._cost_now[rows] = self._plan_costs(e, *state)[0]
+            self._cost_now[sel] = self._plan_costs(e, *state)[0]
 
     def _admissible(self, view: _View) -> np.ndarray:
         """(k, actions) bool: the admissible commands of the viewed rows (``HouseholdEnv._action_mask``)."""
