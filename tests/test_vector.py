@@ -190,6 +190,26 @@ def _oracle_led_actions(oracles: np.ndarray, masks: np.ndarray, rng: np.random.G
     return np.array(actions, dtype=np.int64)
 
 
+def _reset_both(ours: Any, theirs: Any, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+    """Reset both envs alike and assert the same outcome; the lean loop's obs and info."""
+    obs_a, info_a = ours.reset(**kwargs)
+    obs_b, info_b = theirs.reset(**kwargs)
+    assert _same(obs_a, obs_b)
+    _same_info(info_a, info_b)
+    return obs_b, info_b
+
+
+def _step_both(ours: Any, theirs: Any, actions: np.ndarray) -> tuple[dict[str, Any], Any, np.ndarray, dict]:
+    """Step both envs alike and assert the same outcome (final_* are the caller's to compare);
+    our info, the lean loop's obs, terminations or truncations, and info."""
+    obs_a, r_a, term_a, trunc_a, info_a = ours.step(actions)
+    obs_b, r_b, term_b, trunc_b, info_b = theirs.step(actions)
+    assert _same(obs_a, obs_b) and np.array_equal(r_a, r_b)
+    assert np.array_equal(term_a, term_b) and np.array_equal(trunc_a, trunc_b)
+    _same_info(info_a, info_b, skip=("final_obs", "final_info"))
+    return info_a, obs_b, term_b | trunc_b, info_b
+
+
 @pytest.mark.parametrize(
     "autoreset", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED]
 )
@@ -204,31 +224,20 @@ def test_textnav_array_state_env_matches_the_lean_loop_at_every_difficulty(autor
     levels = np.round(np.linspace(0.0, 1.0, n), 3)
     ours.set_difficulties(levels)
     theirs.set_difficulties(levels)
-    obs_a, info_a = ours.reset(seed=11)
-    obs_b, info_b = theirs.reset(seed=11)
-    assert _same(obs_a, obs_b)
-    _same_info(info_a, info_b)
+    obs_b, info_b = _reset_both(ours, theirs, seed=11)
     rng = np.random.default_rng(0)
     outcomes: list[int] = []
     finished = np.zeros(n, dtype=bool)
     for t in range(700):
         if autoreset == AutoresetMode.DISABLED and t % 5 == 4 and finished.any():
-            options = {"reset_mask": finished.copy()}  # restart the finished ones by hand
-            obs_a, info_a = ours.reset(options=options)
-            obs_b, info_b = theirs.reset(options=options)
-            assert _same(obs_a, obs_b)
-            _same_info(info_a, info_b)
+            obs_b, info_b = _reset_both(ours, theirs, options={"reset_mask": finished.copy()})  # by hand
             finished[:] = False
         actions = _oracle_led_actions(info_b["oracle_mask"], obs_b["action_mask"], rng)
-        obs_a, r_a, term_a, trunc_a, info_a = ours.step(actions)
-        obs_b, r_b, term_b, trunc_b, info_b = theirs.step(actions)
-        assert _same(obs_a, obs_b) and np.array_equal(r_a, r_b)
-        assert np.array_equal(term_a, term_b) and np.array_equal(trunc_a, trunc_b)
-        _same_info(info_a, info_b, skip=("final_obs", "final_info"))
+        info_a, obs_b, done, info_b = _step_both(ours, theirs, actions)
         if autoreset == AutoresetMode.DISABLED:  # finished sub-envs stay finished, unreported
-            assert not (finished & (term_b | trunc_b)).any() and not info_b["_distance"][finished].any()
-            finished |= term_b | trunc_b
-        for i in np.flatnonzero(term_b | trunc_b):
+            assert not (finished & done).any() and not info_b["_distance"][finished].any()
+            finished |= done
+        for i in np.flatnonzero(done):
             if autoreset == AutoresetMode.SAME_STEP:
                 assert _same(info_a["final_obs"][i], info_b["final_obs"][i])
                 for key in (k for k in info_b["final_info"] if not k.startswith("_")):
@@ -326,30 +335,20 @@ def test_every_array_state_env_runs_disabled_autoreset_as_the_lean_loop(
         generate(env, task)
 
     monkeypatch.setattr(type(ours.envs[0]), "_generate", counting)
-    obs_a, info_a = ours.reset(seed=21)
-    assert len(generated) == n - 3 and generated[:2] == [tasks[0], tasks[3]]  # one per group
-    obs_b, info_b = theirs.reset(seed=21)
-    assert _same(obs_a, obs_b)
-    _same_info(info_a, info_b)
+    obs_b, info_b = _reset_both(ours, theirs, seed=21)
+    assert len(generated) == (n - 3) + n and generated[:2] == [tasks[0], tasks[3]]  # ours: one per group
     rng = np.random.default_rng(6)
     finished = np.zeros(n, dtype=bool)
     episodes = 0
     for t in range(120):
         if t % 6 == 5 and finished.any():  # restart the finished ones by hand
-            options = {"reset_mask": finished.copy()}
-            obs_a, info_a = ours.reset(options=options)
-            obs_b, info_b = theirs.reset(options=options)
-            assert _same(obs_a, obs_b)
-            _same_info(info_a, info_b)
+            obs_b, info_b = _reset_both(ours, theirs, options={"reset_mask": finished.copy()})
             finished[:] = False
         actions = _oracle_led_actions(info_b["oracle_mask"], obs_b["action_mask"], rng)
-        obs_a, r_a, term_a, trunc_a, info_a = ours.step(actions)
-        obs_b, r_b, term_b, trunc_b, info_b = theirs.step(actions)
-        assert _same(obs_a, obs_b) and np.array_equal(r_a, r_b)
-        assert np.array_equal(term_a, term_b) and np.array_equal(trunc_a, trunc_b)
-        _same_info(info_a, info_b)
-        assert not (finished & (term_b | trunc_b)).any() and not info_a["_distance"][finished].any()
-        finished |= term_b | trunc_b
-        episodes += int((term_b | trunc_b).sum())
+        info_a, obs_b, done, info_b = _step_both(ours, theirs, actions)
+        assert not (finished & done).any() and not info_a["_distance"][finished].any()
+        assert "final_obs" not in info_a
+        finished |= done
+        episodes += int(done.sum())
     assert episodes >= 50  # 72-110 measured
     assert ours.get_attr("task") == theirs.get_attr("task")

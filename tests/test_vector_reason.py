@@ -65,6 +65,15 @@ def _actions(oracles: np.ndarray, masks: np.ndarray, rng: np.random.Generator) -
     return np.array(actions, dtype=np.int64)
 
 
+def _reset_both(ours: RLAVectorEnv, theirs: RLAVectorEnv, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+    """Reset both envs alike and assert the same outcome; the lean loop's obs and info."""
+    obs_a, info_a = ours.reset(**kwargs)
+    obs_b, info_b = theirs.reset(**kwargs)
+    assert _same(obs_a, obs_b)
+    _same_info(info_a, info_b)
+    return obs_b, info_b
+
+
 def _pair(autoreset: AutoresetMode, obs_mode: str = "dict") -> tuple[RLAVectorEnv, RLAVectorEnv]:
     kwargs = {"difficulty": 0.5, "autoreset_mode": autoreset, "obs_mode": obs_mode}
     ours = gym.make_vec(ENV_ID, num_envs=N, array_state=True, **kwargs)
@@ -90,21 +99,14 @@ def test_reason_array_state_env_matches_the_lean_loop_at_every_difficulty(
     levels = np.round(np.linspace(0.0, 1.0, N), 3)
     ours.set_difficulties(levels)
     theirs.set_difficulties(levels)
-    obs_a, info_a = ours.reset(seed=11)
-    obs_b, info_b = theirs.reset(seed=11)
-    assert _same(obs_a, obs_b)
-    _same_info(info_a, info_b)
+    obs_b, info_b = _reset_both(ours, theirs, seed=11)
     rng = np.random.default_rng(0)
     outcomes: list[int] = []
     invalid = rejected = 0
     finished = np.zeros(N, dtype=bool)
     for t in range(600):
-        if autoreset == AutoresetMode.DISABLED and t % 5 == 4 and finished.any():
-            options = {"reset_mask": finished.copy()}  # restart the finished ones by hand
-            obs_a, info_a = ours.reset(options=options)
-            obs_b, info_b = theirs.reset(options=options)
-            assert _same(obs_a, obs_b)
-            _same_info(info_a, info_b)
+        if autoreset == AutoresetMode.DISABLED and t % 5 == 4 and finished.any():  # restart them by hand
+            obs_b, info_b = _reset_both(ours, theirs, options={"reset_mask": finished.copy()})
             finished[:] = False
         masks = obs_b["action_mask"] if obs_mode == "dict" else obs_b[:, -ACTIONS:].astype(np.int8)
         actions = _actions(info_b["oracle_mask"], masks, rng)
