@@ -28,16 +28,20 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 
 #: name -> LoopSettings fields; the first is what `rla bench` runs per run today.
-#: PPO settings that suit many envs (minibatches in the thousands, few epochs, an entropy bonus).
+#: The anchors' PPO settings for many envs (minibatches in the thousands, few epochs, an entropy bonus).
 WIDE = {"algo": "ppo", "n_envs": 64, "n_steps": 128, "batch_size": 2048, "n_epochs": 4, "ent_coef": 0.01}
+#: The fast path chosen by benchmarks/fast_path_sweep.py: learning per step matches the first row.
+FAST = {"algo": "ppo", "vec_env": "batched", "n_envs": 128, "n_steps": 8, "batch_size": 512, "n_epochs": 4,
+        "learning_rate": 1e-3}  # fmt: skip
 CONFIGS: dict[str, dict[str, Any]] = {
     "ppo, 4 DummyVecEnv envs, n_steps 256, batch 256, 10 epochs (rla bench today)": {"algo": "ppo"},
-    "ppo, 64 DummyVecEnv envs, n_steps 128, batch 2048, 4 epochs, ent 0.01": WIDE,
     "ppo, 64 batched envs, n_steps 128, batch 2048, 4 epochs, ent 0.01": {**WIDE, "vec_env": "batched"},
+    "ppo, 128 batched envs, n_steps 8, batch 512, 4 epochs, lr 1e-3 (fast path)": FAST,
     "grpo, 8 x 8 DummyVecEnv envs": {"algo": "grpo"},
-    "grpo, 8 x 8 batched envs": {"algo": "grpo", "vec_env": "batched"},
-    "grpo, 8 x 8 batched envs, closed loop (mode env)": {"algo": "grpo", "vec_env": "batched", "mode": "env"},
-    "ppo, 64 batched envs, closed loop (mode env)": {**WIDE, "vec_env": "batched", "mode": "env"},
+    "grpo, 32 x 8 batched envs (array state)": {"algo": "grpo", "vec_env": "batched", "groups": 32},
+    "ppo fast path, closed loop (mode env)": {**FAST, "mode": "env"},
+    "grpo, 32 x 8 batched envs, closed loop (mode env)": {"algo": "grpo", "vec_env": "batched", "groups": 32,
+                                                           "mode": "env"},
 }  # fmt: skip
 
 
