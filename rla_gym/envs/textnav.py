@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 import string
@@ -67,7 +68,11 @@ class TextNavKnobs:
 
 def textnav_knobs(difficulty: float) -> TextNavKnobs:
     """The documented, monotone map from difficulty to knobs (the table in the docstring)."""
-    d = check_difficulty(difficulty)
+    return _textnav_knobs(check_difficulty(difficulty))
+
+
+@functools.lru_cache(maxsize=1024)  # every reset asks; the knobs are frozen
+def _textnav_knobs(d: float) -> TextNavKnobs:
     return TextNavKnobs(
         rooms=half_up(4 * 16**d),
         route_min=1 + half_up(5 * d),

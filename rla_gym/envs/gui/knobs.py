@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from rla_gym.core import check_difficulty, half_up
@@ -29,7 +30,11 @@ class GUIKnobs:
 
 def gui_knobs(difficulty: float) -> GUIKnobs:
     """The documented, monotone map from difficulty to knobs (the table in the docstring)."""
-    d = check_difficulty(difficulty)
+    return _gui_knobs(check_difficulty(difficulty))
+
+
+@functools.lru_cache(maxsize=1024)  # every reset asks; the knobs are frozen
+def _gui_knobs(d: float) -> GUIKnobs:
     return GUIKnobs(
         top_menus=1 + half_up(5 * d),
         items_per_menu=2 + half_up(4 * d),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -77,7 +78,11 @@ class HouseholdKnobs:
 
 def household_knobs(difficulty: float) -> HouseholdKnobs:
     """The documented, monotone map from difficulty to knobs (the table in the docstring)."""
-    d = check_difficulty(difficulty)
+    return _household_knobs(check_difficulty(difficulty))
+
+
+@functools.lru_cache(maxsize=1024)  # every reset asks; the knobs are frozen
+def _household_knobs(d: float) -> HouseholdKnobs:
     thresholds = (0.0, 0.25, 0.45, 0.45, 0.65, 0.85)  # when each family of FAMILIES joins the mix
     return HouseholdKnobs(
         rooms=min(3, 1 + math.floor(2.7 * d)),
