@@ -24,8 +24,6 @@ the built model before ``learn``. Results: ``benchmarks/results/fast_path_sweep.
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import json
 import os
 import platform
@@ -36,6 +34,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from training_throughput import result_row, run_parser  # a sibling: a script runs with its folder on sys.path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results" / "fast_path_sweep.json"
@@ -140,7 +139,6 @@ def apply_model_settings(model: Any, settings: dict[str, Any]) -> None:
 def run(name: str, seed: int, steps: int, difficulty: float) -> dict[str, Any]:
     """Train one configuration for ``steps`` env steps, then evaluate it on held-out tasks."""
     from agents.loop import LoopSettings, build_loop
-    from agents.train import TrainSettings, evaluate_policy
 
     fields = {"mode": "outcome", **CONFIGS[name]}
     model_settings = fields.pop("model", {})
@@ -153,15 +151,8 @@ def run(name: str, seed: int, steps: int, difficulty: float) -> dict[str, Any]:
     start, cpu_start = time.perf_counter(), time.process_time()
     model.learn(steps, callback=loop)
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
-    evaluation = TrainSettings(**dataclasses.asdict(settings), eval_episodes=100)
-    (stochastic,) = evaluate_policy(model, evaluation, (difficulty,), deterministic=False)
-    (greedy,) = evaluate_policy(model, evaluation, (difficulty,), deterministic=True)
-    return {
-        "config": name, "seed": seed, "steps": int(model.num_timesteps), "seconds": round(seconds, 1),
-        "steps_per_second": round(model.num_timesteps / seconds), "cpu_seconds": round(cpu_seconds, 1),
-        "steps_per_cpu_second": round(model.num_timesteps / cpu_seconds),
-        "stochastic": stochastic["success"], "greedy": greedy["success"],
-    }  # fmt: skip
+    return result_row(name, seed, model, settings, seconds, cpu_seconds=round(cpu_seconds, 1),
+                      steps_per_cpu_second=round(model.num_timesteps / cpu_seconds))  # fmt: skip
 
 
 def summarise(names: list[str], runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -197,12 +188,7 @@ def print_table(summary: list[dict[str, Any]]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--steps", type=int, default=100_000)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--difficulty", type=float, default=0.25)
+    parser = run_parser(__doc__)
     parser.add_argument("--configs", nargs="+", default=FINAL, choices=list(CONFIGS), metavar="NAME",
                         help="configurations to run (the baseline is always run, first)")  # fmt: skip
     parser.add_argument("--out", type=Path, default=OUT)

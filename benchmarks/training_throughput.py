@@ -46,8 +46,8 @@ CONFIGS: dict[str, dict[str, Any]] = {
 
 
 def run(name: str, seed: int, steps: int, difficulty: float) -> dict[str, Any]:
+    """Train one configuration for ``steps`` env steps, then evaluate it on held-out tasks."""
     from agents.loop import LoopSettings, build_loop
-    from agents.train import TrainSettings, evaluate_policy
 
     fields = {"mode": "outcome", **CONFIGS[name]}
     settings = LoopSettings(
@@ -61,24 +61,41 @@ def run(name: str, seed: int, steps: int, difficulty: float) -> dict[str, Any]:
     model, loop = build_loop(settings)
     start = time.perf_counter()
     model.learn(steps, callback=loop)
-    seconds = time.perf_counter() - start
+    return result_row(name, seed, model, settings, time.perf_counter() - start)
+
+
+def result_row(
+    name: str, seed: int, model: Any, settings: Any, seconds: float, **timings: float
+) -> dict[str, Any]:
+    """One run's row: env steps and steps/s over ``seconds`` (the wall time of ``learn``), any
+    further ``timings``, then the held-out success of the stochastic policy (primary) and the greedy
+    one on 100 held-out tasks at the training difficulty (``settings``: the run's LoopSettings)."""
+    from agents.train import TrainSettings, evaluate_policy
+
     evaluation = TrainSettings(**dataclasses.asdict(settings), eval_episodes=100)
-    (stochastic,) = evaluate_policy(model, evaluation, (difficulty,), deterministic=False)
-    (greedy,) = evaluate_policy(model, evaluation, (difficulty,), deterministic=True)
+    (stochastic,) = evaluate_policy(model, evaluation, (settings.difficulty,), deterministic=False)
+    (greedy,) = evaluate_policy(model, evaluation, (settings.difficulty,), deterministic=True)
     return {
         "config": name, "seed": seed, "steps": int(model.num_timesteps), "seconds": round(seconds, 1),
-        "steps_per_second": round(model.num_timesteps / seconds),
+        "steps_per_second": round(model.num_timesteps / seconds), **timings,
         "stochastic": stochastic["success"], "greedy": greedy["success"],
     }  # fmt: skip
 
 
-def main() -> None:
+def run_parser(description: str) -> argparse.ArgumentParser:
+    """A parser with the options of the runs, ``--steps``, ``--seeds`` and ``--difficulty``
+    (fast_path_sweep.py's too)."""
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--difficulty", type=float, default=0.25)
+    return parser
+
+
+def main() -> None:
+    parser = run_parser(__doc__)
     parser.add_argument("--configs", nargs="+", default=list(range(len(CONFIGS))), type=int)
     args = parser.parse_args()
     torch.set_num_threads(1)

@@ -8,6 +8,15 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from vector_checks import (
+    array_and_lean,
+    check_shared_tasks_generated_once,
+    oracle_led_actions,
+    reset_both,
+    same,
+    step_alike_at_every_difficulty,
+    step_both,
+)
 
 import rla_gym
 from agents.vec_env import BatchedVecEnv
@@ -23,24 +32,34 @@ def _masked_actions(masks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return np.array(actions, dtype=np.int64)
 
 
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, np.ndarray) and a.dtype == object:
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, (list, tuple)):
-        return list(a) == list(b)
-    return bool(np.array_equal(a, b))
+#: Info values single envs give as ``np.bool_``: Gymnasium's SyncVectorEnv batches them in object
+#: arrays (its ``_add_info`` types an array only for Python scalars and ``np.number``), the lean
+#: loop in bool arrays.
+NUMPY_BOOL_KEYS = ("invalid_action", "is_success")
 
 
-def _same_info(ours: dict[str, Any], theirs: dict[str, Any], skip: tuple[str, ...] = ()) -> None:
-    for key in (k for k in theirs if not k.startswith("_") and k not in skip):
-        mask = theirs["_" + key]
-        assert np.array_equal(ours["_" + key], mask), key
-        for i in np.flatnonzero(mask):
-            assert _same(ours[key][i], theirs[key][i]), (key, i, ours[key][i], theirs[key][i])
-    for key in (k for k in ours if not k.startswith("_") and k not in theirs and k not in skip):
-        assert not ours["_" + key].any(), key  # a key single envs did not report this step
+def _bool_arrays(info: dict[str, Any]) -> dict[str, Any]:
+    """SyncVectorEnv's ``info`` (and ``final_info`` in it) with :data:`NUMPY_BOOL_KEYS` in bool arrays."""
+    out = dict(info)
+    if "final_info" in info:
+        out["final_info"] = _bool_arrays(info["final_info"])
+    for key in NUMPY_BOOL_KEYS:
+        assert info[key].dtype == object and all(type(x) is np.bool_ for x in info[key][info["_" + key]])
+        out[key] = info[key].astype(bool)  # None (unflagged) becomes False
+    return out
+
+
+class _SyncWithBoolArrays(gym.vector.VectorWrapper):
+    """SyncVectorEnv with the lean loop's info dtypes (:data:`NUMPY_BOOL_KEYS`), so that the
+    comparison keeps checking every other dtype."""
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(**kwargs)
+        return obs, _bool_arrays(info)
+
+    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        *step, info = self.env.step(actions)
+        return (*step, _bool_arrays(info))
 
 
 @pytest.mark.parametrize("env_id", rla_gym.ENV_IDS)
@@ -49,28 +68,19 @@ def test_batched_env_matches_single_envs_step_for_step(env_id: str, obs_mode: st
     kwargs = {"difficulty": 0.3, "obs_mode": obs_mode}
     ours = gym.make_vec(env_id, num_envs=N, **kwargs)
     assert isinstance(ours, RLAVectorEnv)
-    theirs = SyncVectorEnv([lambda: gym.make(env_id, **kwargs) for _ in range(N)])
+    theirs = _SyncWithBoolArrays(SyncVectorEnv([lambda: gym.make(env_id, **kwargs) for _ in range(N)]))
     tasks = [Task(env_id, d, 100 + k) for k, d in enumerate((0.0, 0.2, 0.4, 0.6, 0.8))]
     ours.set_attr("pinned_task", tasks[:2] + [None] * 3)  # two sub-envs on given tasks, three seeded
-    theirs.set_attr("pinned_task", tasks[:2] + [None] * 3)
+    theirs.unwrapped.set_attr("pinned_task", tasks[:2] + [None] * 3)
     rng = np.random.default_rng(0)
-    obs_a, info_a = ours.reset(seed=7)
-    obs_b, info_b = theirs.reset(seed=7)
-    assert _same(obs_a, obs_b)
-    _same_info(info_a, info_b)
+    _, info_b = reset_both(ours, theirs, seed=7)
     finished = 0
     for t in range(400):
         if t == 150:  # new tasks for every sub-env, in one call, from their next reset on
             ours.set_attr("pinned_task", tasks)
-            theirs.set_attr("pinned_task", tasks)
-        masks = info_b["action_mask"]
-        actions = _masked_actions(masks, rng)
-        obs_a, r_a, term_a, trunc_a, info_a = ours.step(actions)
-        obs_b, r_b, term_b, trunc_b, info_b = theirs.step(actions)
-        assert _same(obs_a, obs_b) and np.array_equal(r_a, r_b)
-        assert np.array_equal(term_a, term_b) and np.array_equal(trunc_a, trunc_b)
-        _same_info(info_a, info_b)
-        finished += int((term_a | trunc_a).sum())
+            theirs.unwrapped.set_attr("pinned_task", tasks)
+        _, _, term, trunc, info_b = step_both(ours, theirs, _masked_actions(info_b["action_mask"], rng))
+        finished += int((term | trunc).sum())
     assert finished >= 10
 
 
@@ -80,23 +90,13 @@ def test_same_step_autoreset_reports_the_last_step_as_gymnasium_does(env_id: str
     ours = gym.make_vec(env_id, num_envs=N, **kwargs)
     theirs = gym.make_vec(env_id, N, vectorization_mode="sync", difficulty=0.2,
                           vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP})  # fmt: skip
+    theirs = _SyncWithBoolArrays(theirs)
     rng = np.random.default_rng(1)
-    _, info_a = ours.reset(seed=3)
-    _, info_b = theirs.reset(seed=3)
+    _, info_b = reset_both(ours, theirs, seed=3)
     finals = 0
     for _ in range(300):
-        actions = _masked_actions(info_b["action_mask"], rng)
-        obs_a, _, term_a, trunc_a, info_a = ours.step(actions)
-        obs_b, _, term_b, trunc_b, info_b = theirs.step(actions)
-        assert _same(obs_a, obs_b) and np.array_equal(term_a | trunc_a, term_b | trunc_b)
-        _same_info(info_a, info_b, skip=("final_obs", "final_info"))
-        for i in np.flatnonzero(term_b | trunc_b):
-            final_b = info_b["final_obs"]
-            tokens_b = final_b["tokens"][i] if isinstance(final_b, dict) else final_b[i]["tokens"]
-            assert np.array_equal(info_a["final_obs"][i]["tokens"], tokens_b)
-            for key in ("task_key", "outcome", "is_success", "distance", "progress"):
-                assert info_a["final_info"][key][i] == info_b["final_info"][key][i], key
-            finals += 1
+        _, _, term, trunc, info_b = step_both(ours, theirs, _masked_actions(info_b["action_mask"], rng))
+        finals += int((term | trunc).sum())  # final_obs and final_info compared there
     assert finals >= 5
 
 
@@ -139,14 +139,14 @@ def test_sb3_adapter_gives_what_dummy_vec_env_gives() -> None:
     ours = BatchedVecEnv("RLA-Household-v0", 3, seed=5, env_kwargs={"difficulty": 0.2})
     theirs = make_vec_env("RLA-Household-v0", n_envs=3, seed=5, env_kwargs={"difficulty": 0.2})
     obs_a, obs_b = ours.reset(), theirs.reset()
-    assert _same(obs_a, obs_b)
+    assert same(obs_a, obs_b)
     rng = np.random.default_rng(2)
     dones = 0
     for _ in range(300):
         actions = _masked_actions(np.stack(theirs.env_method("action_masks")), rng)
         obs_a, r_a, d_a, infos_a = ours.step(actions)
         obs_b, r_b, d_b, infos_b = theirs.step(actions)
-        assert _same(obs_a, obs_b) and np.array_equal(r_a, r_b) and np.array_equal(d_a, d_b)
+        assert same(obs_a, obs_b) and same(r_a, r_b) and same(d_a, d_b)
         for i in range(3):
             for key in ("task_key", "progress", "distance", "outcome", "TimeLimit.truncated"):
                 assert infos_a[i].get(key) == infos_b[i].get(key), key
@@ -176,40 +176,6 @@ def test_the_curriculum_adapter_declares_the_autoreset_mode(mode: AutoresetMode)
         CurriculumVectorWrapper(stats, FixedCurriculum("RLA-TextNav-v0", 0.2))
 
 
-def _oracle_led_actions(oracles: np.ndarray, masks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Mostly the oracle's commands (so hard tasks finish too), some admissible, some any."""
-    actions = []
-    for oracle, admissible in zip(oracles, masks, strict=True):
-        u = rng.random()
-        if u < 0.7 and oracle.any():
-            actions.append(rng.choice(np.flatnonzero(oracle)))
-        elif u < 0.95:
-            actions.append(rng.choice(np.flatnonzero(admissible)))
-        else:
-            actions.append(rng.integers(len(admissible)))
-    return np.array(actions, dtype=np.int64)
-
-
-def _reset_both(ours: Any, theirs: Any, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
-    """Reset both envs alike and assert the same outcome; the lean loop's obs and info."""
-    obs_a, info_a = ours.reset(**kwargs)
-    obs_b, info_b = theirs.reset(**kwargs)
-    assert _same(obs_a, obs_b)
-    _same_info(info_a, info_b)
-    return obs_b, info_b
-
-
-def _step_both(ours: Any, theirs: Any, actions: np.ndarray) -> tuple[dict[str, Any], Any, np.ndarray, dict]:
-    """Step both envs alike and assert the same outcome (final_* are the caller's to compare);
-    our info, the lean loop's obs, terminations or truncations, and info."""
-    obs_a, r_a, term_a, trunc_a, info_a = ours.step(actions)
-    obs_b, r_b, term_b, trunc_b, info_b = theirs.step(actions)
-    assert _same(obs_a, obs_b) and np.array_equal(r_a, r_b)
-    assert np.array_equal(term_a, term_b) and np.array_equal(trunc_a, trunc_b)
-    _same_info(info_a, info_b, skip=("final_obs", "final_info"))
-    return info_a, obs_b, term_b | trunc_b, info_b
-
-
 @pytest.mark.parametrize(
     "autoreset", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED]
 )
@@ -217,33 +183,12 @@ def test_textnav_array_state_env_matches_the_lean_loop_at_every_difficulty(autor
     from rla_gym.envs.textnav_vector import TextNavVectorEnv
 
     n = 22  # difficulties 0, 0.05, ..., 1: live / route / no directions, closed and locked doors, bring
-    kwargs = {"difficulty": 0.5, "autoreset_mode": autoreset}
-    ours = gym.make_vec("RLA-TextNav-v0", num_envs=n, array_state=True, **kwargs)
-    theirs = gym.make_vec("RLA-TextNav-v0", num_envs=n, array_state=False, **kwargs)
-    assert isinstance(ours, TextNavVectorEnv) and type(theirs) is RLAVectorEnv
-    levels = np.round(np.linspace(0.0, 1.0, n), 3)
-    ours.set_difficulties(levels)
-    theirs.set_difficulties(levels)
-    obs_b, info_b = _reset_both(ours, theirs, seed=11)
-    rng = np.random.default_rng(0)
+    ours, theirs = array_and_lean(
+        "RLA-TextNav-v0", n, TextNavVectorEnv, difficulty=0.5, autoreset_mode=autoreset
+    )
     outcomes: list[int] = []
-    finished = np.zeros(n, dtype=bool)
-    for t in range(700):
-        if autoreset == AutoresetMode.DISABLED and t % 5 == 4 and finished.any():
-            obs_b, info_b = _reset_both(ours, theirs, options={"reset_mask": finished.copy()})  # by hand
-            finished[:] = False
-        actions = _oracle_led_actions(info_b["oracle_mask"], obs_b["action_mask"], rng)
-        info_a, obs_b, done, info_b = _step_both(ours, theirs, actions)
-        if autoreset == AutoresetMode.DISABLED:  # finished sub-envs stay finished, unreported
-            assert not (finished & done).any() and not info_b["_distance"][finished].any()
-            finished |= done
-        for i in np.flatnonzero(done):
-            if autoreset == AutoresetMode.SAME_STEP:
-                assert _same(info_a["final_obs"][i], info_b["final_obs"][i])
-                for key in (k for k in info_b["final_info"] if not k.startswith("_")):
-                    assert _same(info_a["final_info"][key][i], info_b["final_info"][key][i]), key
-            last = info_b["final_info"] if autoreset == AutoresetMode.SAME_STEP else info_b
-            outcomes.append(int(last["outcome"][i]))
+    for _, _, ended in step_alike_at_every_difficulty(ours, theirs, 700):
+        outcomes += ended.tolist()
     assert outcomes.count(1) >= 100 and outcomes.count(-1) >= 5  # successes and budget cuts
 
 
@@ -283,29 +228,10 @@ def test_action_masks_come_from_the_batch_for_maskable_ppo() -> None:
 
 
 def test_textnav_array_state_env_generates_a_shared_task_once_and_copies_it() -> None:
-    tasks = [Task("RLA-TextNav-v0", d, s) for d, s in ((0.1, 5), (0.8, 9), (0.5, 2))]
-    pinned = [tasks[0], tasks[1], tasks[0], None, tasks[1], tasks[2], tasks[0], tasks[2]]
-    ours = gym.make_vec("RLA-TextNav-v0", num_envs=8, array_state=True, autoreset_mode="SameStep")
-    theirs = gym.make_vec("RLA-TextNav-v0", num_envs=8, array_state=False, autoreset_mode="SameStep")
-    calls = []
-    for env in ours.envs:
-        generate = env._generate
-        env._generate = lambda task, generate=generate: (calls.append(task), generate(task))[1]  # type: ignore[method-assign]
-    ours.set_tasks(pinned)
-    theirs.set_tasks(pinned)
-    obs_a, info_a = ours.reset(seed=4)
-    obs_b, info_b = theirs.reset(seed=4)
-    assert len(calls) == 4  # three shared tasks and one sampled one
-    assert _same(obs_a, obs_b)
-    _same_info(info_a, info_b)
-    rng = np.random.default_rng(2)
-    for _ in range(300):
-        actions = _oracle_led_actions(info_b["oracle_mask"], obs_b["action_mask"], rng)
-        obs_a, r_a, term_a, trunc_a, info_a = ours.step(actions)
-        obs_b, r_b, term_b, trunc_b, info_b = theirs.step(actions)
-        assert _same(obs_a, obs_b) and np.array_equal(r_a, r_b) and np.array_equal(term_a, term_b)
-        _same_info(info_a, info_b, skip=("final_obs", "final_info"))
-    assert ours.get_attr("task") == theirs.get_attr("task")
+    from rla_gym.envs.textnav_vector import TextNavVectorEnv
+
+    ours, theirs = array_and_lean("RLA-TextNav-v0", 8, TextNavVectorEnv, autoreset_mode="SameStep")
+    check_shared_tasks_generated_once(ours, theirs, "RLA-TextNav-v0", 300)
 
 
 @pytest.mark.parametrize("env_id", rla_gym.ENV_IDS)
@@ -318,10 +244,9 @@ def test_every_array_state_env_runs_disabled_autoreset_as_the_lean_loop(
     from rla_gym.vector_arrays import ArrayVectorEnv
 
     n = 12
-    kwargs = {"difficulty": 0.3, "autoreset_mode": AutoresetMode.DISABLED}
-    ours = gym.make_vec(env_id, num_envs=n, array_state=True, **kwargs)
-    theirs = gym.make_vec(env_id, num_envs=n, array_state=False, **kwargs)
-    assert isinstance(ours, ArrayVectorEnv) and type(theirs) is RLAVectorEnv
+    ours, theirs = array_and_lean(
+        env_id, n, ArrayVectorEnv, difficulty=0.3, autoreset_mode=AutoresetMode.DISABLED
+    )
     tasks = [Task(env_id, 0.1, 3)] * 3 + [Task(env_id, 0.6, 8)] * 2 + [None] * (n - 5)  # two groups
     levels = np.round(np.linspace(0.0, 1.0, n), 3)
     for env in (ours, theirs):
@@ -335,19 +260,20 @@ def test_every_array_state_env_runs_disabled_autoreset_as_the_lean_loop(
         generate(env, task)
 
     monkeypatch.setattr(type(ours.envs[0]), "_generate", counting)
-    obs_b, info_b = _reset_both(ours, theirs, seed=21)
+    obs_b, info_b = reset_both(ours, theirs, seed=21)
     assert len(generated) == (n - 3) + n and generated[:2] == [tasks[0], tasks[3]]  # ours: one per group
     rng = np.random.default_rng(6)
     finished = np.zeros(n, dtype=bool)
     episodes = 0
     for t in range(120):
         if t % 6 == 5 and finished.any():  # restart the finished ones by hand
-            obs_b, info_b = _reset_both(ours, theirs, options={"reset_mask": finished.copy()})
+            obs_b, info_b = reset_both(ours, theirs, options={"reset_mask": finished.copy()})
             finished[:] = False
-        actions = _oracle_led_actions(info_b["oracle_mask"], obs_b["action_mask"], rng)
-        info_a, obs_b, done, info_b = _step_both(ours, theirs, actions)
-        assert not (finished & done).any() and not info_a["_distance"][finished].any()
-        assert "final_obs" not in info_a
+        actions = oracle_led_actions(info_b["oracle_mask"], obs_b["action_mask"], rng)
+        obs_b, _, term, trunc, info_b = step_both(ours, theirs, actions)  # so our info's keys, flags too
+        done = term | trunc
+        assert not (finished & done).any() and not info_b["_distance"][finished].any()
+        assert "final_obs" not in info_b
         finished |= done
         episodes += int(done.sum())
     assert episodes >= 50  # 72-110 measured

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode
+from vector_checks import (
+    AUTORESET_AND_OBS_MODES,
+    array_and_lean,
+    check_resets_and_tasks_alike,
+    check_shared_tasks_generated_once,
+    oracle_led_actions,
+    step_alike_at_every_difficulty,
+)
 
-import rla_gym
-import rla_gym.vector
-from rla_gym.core import Task
 from rla_gym.envs.gui import GUIEnv
 from rla_gym.envs.gui.layout import NODE_OPENER, OK_, TOKEN_LENGTH, WAIT_
 from rla_gym.envs.gui.vector import GUIVectorEnv
@@ -22,161 +25,34 @@ N = 22  # difficulties 0, 0.05, ..., 1: open dialog / menus / nothing, instant a
 ACTIONS = len(GUIEnv.action_names)
 
 
-@pytest.fixture
-def array_state(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make ``gym.make_vec`` pick :class:`GUIVectorEnv` for ``array_state=True``."""
-    key = "rla_gym.envs.gui.env:GUIEnv"
-    monkeypatch.setitem(rla_gym.vector.ARRAY_VECTOR_ENVS, key, "rla_gym.envs.gui.vector:GUIVectorEnv")
-
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, np.ndarray) and a.dtype == object:
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    return (
-        type(a) is type(b)
-        and bool(np.array_equal(a, b))
-        and getattr(a, "dtype", None) == getattr(b, "dtype", None)
-    )
-
-
-def _same_info(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
-    """Every key, its flags and every flagged value equal (final_* are compared by the caller)."""
-    assert ours.keys() == theirs.keys()
-    for key in (k for k in theirs if not k.startswith("_") and not k.startswith("final")):
-        assert np.array_equal(ours["_" + key], theirs["_" + key]), key
-        assert ours[key].dtype == theirs[key].dtype, key
-        for i in np.flatnonzero(theirs["_" + key]):
-            assert _same(ours[key][i], theirs[key][i]), (key, i, ours[key][i], theirs[key][i])
-
-
 def _actions(oracles: np.ndarray, masks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Mostly the oracle's commands (so hard tasks finish too), some admissible, some any."""
-    actions = []
-    for oracle, admissible in zip(oracles, masks, strict=True):
-        u = rng.random()
-        if u < 0.7 and oracle.any():
-            actions.append(rng.choice(np.flatnonzero(oracle)))
-        elif u < 0.93:
-            actions.append(rng.choice(np.flatnonzero(admissible)))
-        else:  # often inadmissible: a flagged no-op
-            actions.append(rng.integers(len(admissible)))
-    return np.array(actions, dtype=np.int64)
+    """Oracle-led, and often inadmissible (a flagged no-op) where not the oracle's."""
+    return oracle_led_actions(oracles, masks, rng, admissible_up_to=0.93)
 
 
 def _pair(autoreset: AutoresetMode, obs_mode: str = "dict", n: int = N) -> tuple[RLAVectorEnv, RLAVectorEnv]:
-    kwargs = {"difficulty": 0.5, "autoreset_mode": autoreset, "obs_mode": obs_mode}
-    ours = gym.make_vec(ENV_ID, num_envs=n, array_state=True, **kwargs)
-    theirs = gym.make_vec(ENV_ID, num_envs=n, array_state=False, **kwargs)
-    assert isinstance(ours, GUIVectorEnv) and type(theirs) is RLAVectorEnv
-    return ours, theirs
+    return array_and_lean(
+        ENV_ID, n, GUIVectorEnv, difficulty=0.5, autoreset_mode=autoreset, obs_mode=obs_mode
+    )
 
 
-@pytest.mark.usefixtures("array_state")
-@pytest.mark.parametrize(
-    ("autoreset", "obs_mode"),
-    [
-        (AutoresetMode.NEXT_STEP, "dict"),
-        (AutoresetMode.SAME_STEP, "dict"),
-        (AutoresetMode.NEXT_STEP, "flat"),
-        (AutoresetMode.DISABLED, "dict"),
-    ],
-)
+@pytest.mark.parametrize(("autoreset", "obs_mode"), AUTORESET_AND_OBS_MODES)
 def test_gui_array_state_env_matches_the_lean_loop_at_every_difficulty(
     autoreset: AutoresetMode, obs_mode: str
 ) -> None:
     ours, theirs = _pair(autoreset, obs_mode)
-    levels = np.round(np.linspace(0.0, 1.0, N), 3)
-    ours.set_difficulties(levels)
-    theirs.set_difficulties(levels)
-    obs_a, info_a = ours.reset(seed=11)
-    obs_b, info_b = theirs.reset(seed=11)
-    assert _same(obs_a, obs_b)
-    _same_info(info_a, info_b)
-    rng = np.random.default_rng(0)
     outcomes: list[int] = []
-    finished = np.zeros(N, dtype=bool)
     invalid = dialogs = 0
-    for t in range(400):
-        if autoreset == AutoresetMode.DISABLED and t % 5 == 4 and finished.any():
-            options = {"reset_mask": finished.copy()}  # restart the finished ones by hand
-            obs_a, info_a = ours.reset(options=options)
-            obs_b, info_b = theirs.reset(options=options)
-            assert _same(obs_a, obs_b)
-            _same_info(info_a, info_b)
-            finished[:] = False
-        masks = obs_b["action_mask"] if obs_mode == "dict" else obs_b[:, TOKEN_LENGTH:].astype(np.int8)
-        actions = _actions(info_b["oracle_mask"], masks, rng)
-        obs_a, r_a, term_a, trunc_a, info_a = ours.step(actions)
-        obs_b, r_b, term_b, trunc_b, info_b = theirs.step(actions)
-        assert _same(obs_a, obs_b) and _same(r_a, r_b)
-        assert _same(term_a, term_b) and _same(trunc_a, trunc_b)
-        _same_info(info_a, info_b)
-        if autoreset == AutoresetMode.DISABLED:  # finished sub-envs stay finished, unreported
-            assert not (finished & (term_b | trunc_b)).any() and not info_b["_distance"][finished].any()
-            finished |= term_b | trunc_b
-        for i in np.flatnonzero(term_b | trunc_b):
-            if autoreset == AutoresetMode.SAME_STEP:
-                assert _same(info_a["final_obs"][i], info_b["final_obs"][i])
-                final_a, final_b = info_a["final_info"], info_b["final_info"]
-                assert final_a.keys() == final_b.keys()
-                for key in (k for k in final_b if not k.startswith("_")):
-                    assert _same(final_a[key][i], final_b[key][i]), key
-            last = info_b["final_info"] if autoreset == AutoresetMode.SAME_STEP else info_b
-            outcomes.append(int(last["outcome"][i]))
-        invalid += int(info_b["invalid_action"].sum())
-        dialogs += int(info_b["action_mask"][:, OK_].sum())  # OK is admissible in every dialog
+    for _, info, ended in step_alike_at_every_difficulty(ours, theirs, 400, _actions):
+        outcomes += ended.tolist()
+        invalid += int(info["invalid_action"].sum())
+        dialogs += int(info["action_mask"][:, OK_].sum())  # OK is admissible in every dialog
     assert outcomes.count(1) >= 150 and outcomes.count(-1) >= 10  # successes and budget cuts
     assert invalid >= 100 and dialogs >= 1000  # no-ops and dialog steps were exercised
 
 
-@pytest.mark.usefixtures("array_state")
 def test_partial_resets_seeds_options_and_per_env_tasks_match_the_lean_loop() -> None:
-    ours, theirs = _pair(AutoresetMode.NEXT_STEP)
-    tasks = [Task(ENV_ID, d, 500 + k) for k, d in enumerate(np.linspace(0, 1, N))]
-    rng = np.random.default_rng(3)
-    oracle = np.zeros((N, ACTIONS), dtype=np.int8)
-
-    def compare(obs_a: Any, info_a: dict[str, Any], obs_b: Any, info_b: dict[str, Any]) -> np.ndarray:
-        """Compare, and return the admissible masks of every sub-env."""
-        assert _same(obs_a, obs_b)
-        _same_info(info_a, info_b)
-        reported = info_b["_oracle_mask"]
-        oracle[reported] = info_b["oracle_mask"][reported]  # the others keep their last oracle
-        return obs_b["action_mask"]
-
-    def both(call: Any) -> np.ndarray:
-        """Run ``call`` (a reset) on both envs and compare."""
-        return compare(*call(ours), *call(theirs))
-
-    masks = both(lambda env: env.reset(seed=list(range(40, 40 + N))))
-    masks = both(lambda env: env.reset(seed=5, options={"difficulty": 0.8}))
-    for round_ in range(6):
-        if round_ == 1:
-            ours.set_tasks(tasks[:5] + [None] * (N - 5))
-            theirs.set_tasks(tasks[:5] + [None] * (N - 5))
-        if round_ == 2:
-            ours.set_attr("pinned_task", tasks)
-            theirs.set_attr("pinned_task", tasks)
-        if round_ == 3:
-            ours.set_difficulties(np.linspace(1, 0, N))
-            theirs.set_difficulties(np.linspace(1, 0, N))
-        if round_ == 4:
-            task = Task(ENV_ID, 0.95, 77)
-            picked = np.arange(N) % 3 == 0
-            masks = both(lambda env, m=picked, t=task: env.reset(options={"reset_mask": m, "task": t}))
-        picked = rng.random(N) < 0.5
-        masks = both(lambda env, m=picked, s=round_: env.reset(seed=s, options={"reset_mask": m}))
-        for _ in range(30):
-            actions = _actions(oracle, masks, rng)
-            step_a, step_b = ours.step(actions), theirs.step(actions)
-            for x, y in zip(step_a[:4], step_b[:4], strict=True):
-                assert _same(x, y)
-            masks = compare(step_a[0], step_a[4], step_b[0], step_b[4])
-    assert ours.get_attr("task") == theirs.get_attr("task")
-    assert ours.get_attr("pinned_task") == theirs.get_attr("pinned_task")
-    assert ours.get_attr("pinned_task")[0] == Task(ENV_ID, 0.95, 77)
+    check_resets_and_tasks_alike(*_pair(AutoresetMode.NEXT_STEP), ENV_ID, _actions)
 
 
 def test_applications_read_into_arrays_are_the_single_envs() -> None:
@@ -236,7 +112,7 @@ def test_oracle_commands_reach_success_within_the_optimal_length() -> None:
     assert ended >= 500
 
 
-def test_construction_modes_and_bad_input(array_state: None) -> None:
+def test_construction_modes_and_bad_input() -> None:
     flat = gym.make_vec(ENV_ID, 3, obs_mode="flat", difficulty=0.7, array_state=True)
     assert isinstance(flat, GUIVectorEnv)
     obs, info = flat.reset(seed=2)
@@ -258,29 +134,6 @@ def test_construction_modes_and_bad_input(array_state: None) -> None:
     assert np.array_equal(np.stack(envs.call("action_masks")), envs.action_masks())
 
 
-@pytest.mark.usefixtures("array_state")
 def test_sub_envs_pinned_to_one_task_generate_it_once_and_copy_it() -> None:
-    tasks = [Task(ENV_ID, d, s) for d, s in ((0.1, 5), (0.8, 9), (0.5, 2))]
-    pinned = [tasks[0], tasks[1], tasks[0], None, tasks[1], tasks[2], tasks[0], tasks[2]]
-    ours, theirs = _pair(AutoresetMode.SAME_STEP, n=len(pinned))
-    calls = []
-    for env in ours.envs:
-        generate = env._generate
-        env._generate = lambda task, generate=generate: (calls.append(task), generate(task))[1]  # type: ignore[method-assign]
-    ours.set_tasks(pinned)
-    theirs.set_tasks(pinned)
-    obs_a, info_a = ours.reset(seed=4)
-    obs_b, info_b = theirs.reset(seed=4)
-    assert len(calls) == 4  # three shared tasks and one sampled one
-    assert _same(obs_a, obs_b)
-    _same_info(info_a, info_b)
-    rng = np.random.default_rng(2)
-    for _ in range(200):
-        actions = _actions(info_b["oracle_mask"], obs_b["action_mask"], rng)
-        obs_a, r_a, term_a, trunc_a, info_a = ours.step(actions)
-        obs_b, r_b, term_b, trunc_b, info_b = theirs.step(actions)
-        assert _same(obs_a, obs_b) and _same(r_a, r_b) and _same(term_a, term_b) and _same(trunc_a, trunc_b)
-        _same_info(info_a, info_b)
-        for i in np.flatnonzero(term_b | trunc_b):
-            assert _same(info_a["final_obs"][i], info_b["final_obs"][i])
-    assert ours.get_attr("task") == theirs.get_attr("task")
+    ours, theirs = _pair(AutoresetMode.SAME_STEP, n=8)
+    check_shared_tasks_generated_once(ours, theirs, ENV_ID, 200, _actions)
