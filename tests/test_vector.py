@@ -34,7 +34,8 @@ def _masked_actions(masks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 #: Info values single envs give as ``np.bool_``: Gymnasium's SyncVectorEnv batches them in object
 #: arrays (its ``_add_info`` types an array only for Python scalars and ``np.number``), the lean
-#: loop in bool arrays.
+#: loop in bool arrays. They stay ``np.bool_`` because TorchRL's info reader needs a ``dtype``
+#: (a Python bool fails there: ``'bool' object has no attribute 'dtype'``).
 NUMPY_BOOL_KEYS = ("invalid_action", "is_success")
 
 
