@@ -110,7 +110,9 @@ def _make_rla_env(env_id: str, **kwargs: Any) -> gym.Env[Any, Any]:
 class EvalSettings:
     """Evaluate a trained run's policy, and LLM policies, on held-out tasks at fixed difficulties."""
 
-    run: str = described("runs/textnav", "run directory of rla train (empty: the LLM policies only)")
+    run: str = described(
+        "latest", "run directory of rla train (latest: the newest under runs/; empty: the LLM policies only)"
+    )
     episodes: int = described(100, "held-out tasks per difficulty")
     llm: tuple[str, ...] = described(
         (),
@@ -119,6 +121,16 @@ class EvalSettings:
     env: str = described("", "env id of the LLM-only evaluation (with a run: the run's env)")
     llm_temperature: float = described(1.0, "sampling temperature of the LLMs' stochastic column")
     llm_max_new_tokens: int = described(256, "longest LLM reply, in tokens")
+
+
+def _resolve_run(run: str) -> str:
+    """``run``, or for ``latest`` the newest directory under ``runs/`` with a checkpoint."""
+    if run != "latest":
+        return run
+    checkpoints = sorted(Path("runs").glob("*/checkpoint.pt"), key=lambda path: path.stat().st_mtime)
+    if not checkpoints:
+        raise ValueError("no run to evaluate: runs/ holds no checkpoint (run rla train, or give --run DIR)")
+    return str(checkpoints[-1].parent)
 
 
 def _print_evaluation(rows: list[dict[str, float]]) -> None:
@@ -136,7 +148,14 @@ def train_command(settings: Any) -> dict[str, Any]:
     from agents.train import train
 
     results = train(settings)
-    print(f"{settings.env}, mode {settings.mode}, curriculum {settings.curriculum}: {results['steps']} steps")
+    from agents.loop_runtime import MODE_FLAGS
+
+    tasks = (
+        f"curriculum {settings.curriculum}"
+        if MODE_FLAGS[settings.mode].adapts_env
+        else f"difficulty {settings.difficulty}"
+    )
+    print(f"{settings.env}, mode {settings.mode}, {tasks}: {results['steps']} steps")
     _print_evaluation(results["evaluation"])
     print(f"run directory: {settings.out}")
     return results
@@ -172,7 +191,7 @@ def eval_command(settings: EvalSettings) -> list[dict[str, Any]]:
     if not settings.run and not settings.llm:
         raise ValueError("nothing to evaluate: give --run, --llm or both")
     if not settings.llm:
-        model, run = load_run(settings.run)
+        model, run = load_run(_resolve_run(settings.run))
         run.eval_episodes = settings.episodes
         run_rows = evaluate_both(model, run)
         _print_evaluation(run_rows)
@@ -188,7 +207,7 @@ def eval_command(settings: EvalSettings) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     env_id = settings.env
     if settings.run:
-        model, run = load_run(settings.run)
+        model, run = load_run(_resolve_run(settings.run))
         if env_id and env_id != run.env:
             raise ValueError(f"--env {env_id} differs from the run's env {run.env}")
         env_id, run.eval_episodes = run.env, settings.episodes
@@ -215,7 +234,10 @@ def bench_command(settings: Any) -> dict[str, Any]:
 
 
 def _needs_train_extra(command: str) -> ImportError:
-    return ImportError(f"rla {command} needs the torch side: pip install 'rla-gym[train]'")
+    return ImportError(
+        f"rla {command} needs the torch side: pip install 'rla-gym[train]'"
+        " (from a clone: pip install '.[train]')"
+    )
 
 
 def _bench_settings() -> type:

@@ -131,3 +131,21 @@ def test_bad_eval_llm_options_give_a_clear_error(capsys, argv, message) -> None:
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("rla: error:") and message in err
+
+
+def test_eval_defaults_to_the_newest_run(tmp_path, monkeypatch, capsys) -> None:
+    """``rla eval`` with no --run evaluates the newest run under runs/, or says there is none."""
+    import os
+
+    from agents.cli import _resolve_run
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["eval"]) == 2
+    assert "no run to evaluate: runs/ holds no checkpoint" in capsys.readouterr().err
+    for age, name in ((200, "old"), (100, "new")):
+        (tmp_path / "runs" / name).mkdir(parents=True)
+        checkpoint = tmp_path / "runs" / name / "checkpoint.pt"
+        checkpoint.write_bytes(b"")
+        os.utime(checkpoint, (1e9 - age, 1e9 - age))
+    assert _resolve_run("latest") == os.path.join("runs", "new")
+    assert _resolve_run("runs/old") == "runs/old"
