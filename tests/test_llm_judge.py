@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import re
 import subprocess
 import sys
@@ -351,10 +350,8 @@ def test_judge_smoke_on_a_random_tiny_model_counts_parse_failures(tiny_model_dir
     stats = judge.statistics(episodes, [1, 1])
     steps = sum(len(e.steps) for e in episodes)
     assert stats["steps"] == steps and judge.votes_cast == 3 * steps
-    assert 0.0 <= stats["unparsable_share"] <= 1.0
     assert stats["unparsable_share"] == pytest.approx(judge.unparsable_votes / judge.votes_cast)
     assert judge.unparsable_votes > 0  # a random model rarely writes a usable box
-    assert math.isnan(stats["p_plus"]) or 0.0 <= stats["p_plus"] <= 1.0
     votes = judge.votes(episodes[0].steps)
     assert votes.shape == (len(episodes[0].steps), 3) and set(votes.ravel()) <= {-1, 0, 1}
     greedy = backend.generate([judge_messages(STEPS[0])], n=3, temperature=0.0, max_new_tokens=8)
@@ -415,9 +412,9 @@ def test_one_command_evaluates_a_tiny_transformers_model_next_to_the_run(
     policies = [row["policy"] for row in rows]
     assert policies.count(f"hf:{tiny_model_dir}") == 5 and policies.count(f"ppo: {sb3_run}") == 5
     for row in rows:
-        assert 0.0 <= row["success"] <= 1.0 and row["mean_length"] > 0
+        assert row["mean_length"] > 0
         if row["policy"].startswith("hf:"):
-            assert 0.0 <= row["invalid_replies"] <= 1.0  # counted, never raised
+            assert row["invalid_replies_greedy"] > 0  # a random model's replies: counted, never raised
     assert f"hf:{tiny_model_dir}" in capsys.readouterr().out
 
 
