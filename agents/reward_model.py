@@ -128,12 +128,8 @@ class ProcessRewardModel(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         next_values = None
         if self.head == "value":
-            both = self.values(torch.cat([steps["obs"], steps["next_obs"]]))  # one forward pass, not two
-            next_values = both[len(steps["obs"]) :]
-            difference = next_values - both[: len(steps["obs"])]
-            if detach_values:
-                difference = difference.detach()
-            raw = self.log_temperature.exp() * difference
+            values, next_values = self.value_pairs(steps)
+            raw = self._value_logits(values, next_values, detach_values)
         else:
             features = torch.cat(
                 [
@@ -144,10 +140,36 @@ class ProcessRewardModel(nn.Module):
                 dim=1,
             )
             raw = self.step_net(features).squeeze(-1)
-        if self.noop_logit is not None:
-            unchanged = (steps["obs"] == steps["next_obs"]).all(dim=1)
-            raw = torch.where(unchanged, torch.full_like(raw, self.noop_logit), raw)
-        return raw, next_values
+        return self._noop(steps, raw), next_values
+
+    def _noop(self, steps: dict[str, torch.Tensor], raw: torch.Tensor) -> torch.Tensor:
+        if self.noop_logit is None:
+            return raw
+        unchanged = (steps["obs"] == steps["next_obs"]).all(dim=1)
+        return torch.where(unchanged, torch.full_like(raw, self.noop_logit), raw)
+
+    def _value_logits(self, values: torch.Tensor, next_values: torch.Tensor, detach: bool) -> torch.Tensor:
+        difference = next_values - values
+        return self.log_temperature.exp() * (difference.detach() if detach else difference)
+
+    def value_pairs(self, steps: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """V(s) and V(s') of every step, from one forward pass over the distinct states.
+
+        Steps of a trajectory chain (a step's ``next_obs`` is the next step's ``obs``), so a
+        chained ``next_obs`` takes the value already computed for that ``obs``: about half the
+        work of valuing both sides. Rows that do not chain are valued on their own; the values
+        are those of :meth:`values` either way.
+        """
+        obs, next_obs = steps["obs"], steps["next_obs"]
+        n = len(obs)
+        chained = torch.zeros(n, dtype=torch.bool, device=obs.device)
+        if n > 1:
+            chained[:-1] = (next_obs[:-1] == obs[1:]).all(dim=1)
+        loose = torch.nonzero(~chained).squeeze(1)
+        values = self.values(torch.cat([obs, next_obs[loose]]))
+        source = torch.arange(1, n + 1, device=obs.device)
+        source[loose] = n + torch.arange(len(loose), device=obs.device)
+        return values[:n], values[source]
 
     @torch.inference_mode()
     def assess(
@@ -287,15 +309,15 @@ class PRMTrainer:
             labels = torch.as_tensor(np.concatenate([t.labels for t in batch]) > 0, device=prm.device).float()
             return nn.functional.binary_cross_entropy_with_logits(prm.logits(steps), labels)
         if self.objective == "value-difference":
-            states = torch.cat(
-                [steps["obs"], torch.as_tensor(np.stack([t.next_obs[-1] for t in batch]), device=prm.device)]
-            )
+            # one pass values every state and each trajectory's final state
+            values, next_values = prm.value_pairs(steps)
+            last = torch.cumsum(lengths, 0) - 1
+            predicted = torch.cat([values, next_values[last]])
             targets = torch.cat([outcomes[owner], outcomes])
-            value_loss = ((prm.values(states) - targets) ** 2).mean()
+            value_loss = ((predicted - targets) ** 2).mean()
             # the temperature alone is fitted by regression on the detached value differences
-            return value_loss + self._regression(
-                prm.logits(steps, detach_values=True), owner, lengths, outcomes
-            )
+            logits = prm._noop(steps, prm._value_logits(values, next_values, detach=True))
+            return value_loss + self._regression(logits, owner, lengths, outcomes)
         logits = prm.logits(steps)
         if self.objective == "regression":
             return self._regression(logits, owner, lengths, outcomes)
@@ -385,18 +407,29 @@ def evaluate_prm(
     """Process accuracy, balanced accuracy and AUC against the exact labels; outcome accuracy;
     p+, p-, mu of sampled votes; and the collapse detector (share of +1 votes, unanimous steps),
     which with the no-op rule looks only at steps that changed the observation."""
+    if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+        raise ValueError(f"m must be an integer >= 1, got {m!r}")
     steps = prm.steps(trajectories)
-    logits = prm.logits(steps).cpu().numpy()
+    logits_t, next_values = prm._logits_and_next_values(steps)  # the one forward pass
+    logits = logits_t.cpu().numpy()
     labels = np.concatenate([t.labels for t in trajectories])
     positive = labels > 0
     predicted = logits > 0
     tpr = float(predicted[positive].mean()) if positive.any() else float("nan")
     tnr = float((~predicted[~positive]).mean()) if (~positive).any() else float("nan")
     owner = np.repeat(np.arange(len(trajectories)), [len(t) for t in trajectories])
-    predicted_outcome = prm.predict_outcomes(trajectories)
+    lengths = np.array([len(t) for t in trajectories])
+    if next_values is None:  # the step head: the mean step score (as predict_outcomes)
+        scores = (2 * torch.sigmoid(logits_t) - 1).cpu().numpy()
+        predicted_outcome = np.bincount(owner, weights=scores, minlength=len(trajectories)) / lengths
+    else:  # the value head: V of the final state
+        predicted_outcome = next_values[np.cumsum(lengths) - 1].clamp(-1.0, 1.0).cpu().numpy()
     outcomes = np.array([t.outcome for t in trajectories])
+    # m votes per step, drawn as ProcessRewardModel.assess draws them
     generator = torch.Generator(device=prm.device).manual_seed(seed)
-    votes = prm.votes(steps, m, generator=generator).cpu().numpy()
+    p = torch.sigmoid(logits_t)
+    draws = torch.rand((len(p), m), generator=generator, device=p.device)
+    votes = torch.where(draws < p.unsqueeze(1), 1.0, -1.0).cpu().numpy()
     stats = vote_statistics(votes, outcomes[owner])
     # with the no-op rule, no-ops vote -1 by construction: judge collapse on the other steps
     learned = np.ones(len(votes), dtype=bool)

@@ -385,6 +385,29 @@ def test_state_dict_round_trip_resumes_identically(name: str) -> None:
     assert _drive(original, 150, 300) == _drive(resumed, 150, 300)
 
 
+def test_task_pool_resumes_a_state_that_lists_its_issued_tasks() -> None:
+    """States saved while ``issued`` was a list of tasks (one entry per rollout) resume exactly."""
+    original = _make("task-pool-fresh")
+    _drive(original, 0, 40)
+    outstanding = [original.next_task(k % 3) for k in range(5)]  # issued, not yet back
+    snapshot = json.loads(json.dumps(original.state_dict()))
+    listed = 0
+    for slot in snapshot["slots"]:
+        fields = dict(slot["__dict__"])
+        pairs = fields["issued"]["__dict__"]
+        listed += sum(count for _, count in pairs)
+        fields["issued"] = [task for task, count in pairs for _ in range(count)]
+        slot["__dict__"] = list(fields.items())
+    assert listed == len(outstanding)
+    resumed = _make("task-pool-fresh")
+    resumed.load_state_dict(snapshot)
+    for k, task in enumerate(outstanding):
+        original.update(_synthetic(task, 40 + k))
+        resumed.update(_synthetic(task, 40 + k))
+    assert resumed.stale == original.stale and resumed.metrics() == original.metrics()
+    assert _drive(original, 50, 150) == _drive(resumed, 50, 150)
+
+
 def test_state_of_another_kind_is_refused() -> None:
     with pytest.raises(ValueError, match="state is for 'FixedCurriculum'"):
         UniformCurriculum(ENV).load_state_dict(FixedCurriculum(ENV, 0.1).state_dict())

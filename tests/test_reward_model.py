@@ -152,3 +152,21 @@ def test_every_objective_trains_and_reports_metrics(env, data) -> None:
             "mu",
         } <= set(metrics)
         assert -1 <= prm.predict_outcome(test[0]) <= 1
+
+
+def test_value_pairs_value_each_side_once_and_exactly(env) -> None:
+    """V(s), V(s') from one pass over the distinct states equal valuing both sides apart,
+    where rows chain (a trajectory's steps) and where they do not, and gradients reach both."""
+    prm = ProcessRewardModel.for_env(env, head="value", seed=0, device="cpu")
+    g = torch.Generator().manual_seed(0)
+    obs = torch.randint(1, 40, (12, 69), generator=g)
+    next_obs = torch.cat([obs[1:], torch.randint(1, 40, (1, 69), generator=g)])  # chained
+    next_obs[4] = torch.randint(1, 40, (69,), generator=g)  # a trajectory ends at row 4
+    steps = {"obs": obs, "action": torch.zeros(12, dtype=torch.long), "next_obs": next_obs}
+    values, next_values = prm.value_pairs(steps)
+    torch.testing.assert_close(values, prm.values(obs))
+    torch.testing.assert_close(next_values, prm.values(next_obs))
+    (next_values - values).sum().backward()
+    assert prm.value_net[0].weight.grad is not None and prm.value_net[0].weight.grad.abs().sum() > 0
+    one = {k: v[:1] for k, v in steps.items()}  # a single row: both sides valued
+    torch.testing.assert_close(prm.value_pairs(one)[1], prm.values(next_obs[:1]))

@@ -150,7 +150,8 @@ class TaskPoolCurriculum(Curriculum):
         if not self.fresh_seeds:
             return [chosen["phase"]] * size
         task = self.new_task(chosen["phase"].difficulty)
-        chosen["issued"].extend([task] * size)
+        issued = chosen["issued"]  # task -> rollouts issued and not yet back
+        issued[task] = issued.get(task, 0) + size
         return [task] * size
 
     def verdict(self, task: Task) -> bool | None:
@@ -168,7 +169,7 @@ class TaskPoolCurriculum(Curriculum):
     def _slot_of(self, task: Task) -> dict[str, Any] | None:
         """The slot whose current round ``task`` belongs to, or None (an earlier round's task)."""
         if self.fresh_seeds:
-            return next((s for s in self.slots if task in s["issued"]), None)
+            return next((s for s in self.slots if task in s["issued"]), None)  # dict lookups
         return next((s for s in self.slots if s["phase"] == task), None)
 
     def _learn(self, result: EpisodeResult) -> None:
@@ -177,7 +178,10 @@ class TaskPoolCurriculum(Curriculum):
             self.stale += 1
             return
         if self.fresh_seeds:
-            slot["issued"].remove(result.task)  # each fresh task counts once
+            issued = slot["issued"]  # each fresh task counts once
+            issued[result.task] -= 1
+            if not issued[result.task]:
+                del issued[result.task]
         slot.setdefault("judged", []).append(result.task.task_id)
         slot["outcomes"].append(result.outcome)
         if result.rm_outcome_prediction is not None:
@@ -240,8 +244,17 @@ class TaskPoolCurriculum(Curriculum):
     def _start_round(slot: dict[str, Any], task: Task, direction: int, base_acc: float | None) -> None:
         slot.update(
             phase=task, direction=direction, base_acc=base_acc, outcomes=[], predictions=[], assigned=0,
-            issued=[], judged=[],
+            issued={}, judged=[],
         )  # fmt: skip
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        for slot in self.slots:  # states saved before ``issued`` became a dict held a list
+            if isinstance(slot.get("issued"), list):
+                counts: dict[Task, int] = {}
+                for task in slot["issued"]:
+                    counts[task] = counts.get(task, 0) + 1
+                slot["issued"] = counts
 
     def metrics(self) -> dict[str, float]:
         difficulties = [s["active"].difficulty for s in self.slots]
