@@ -26,7 +26,7 @@ import numpy as np
 
 from agents.atomic import write_text_atomic
 from agents.fields import described
-from agents.loop import ALGOS, LoopSettings, from_loop, validate_settings
+from agents.loop import ALGOS, LoopSettings, apply_preset, from_loop, validate_settings
 from agents.loop_runtime import MODE_FLAGS, MODES
 from rla_gym.core import HELDOUT_SEED_START, check_difficulty
 
@@ -92,6 +92,7 @@ class BenchSettings:
     ent_coef: float = from_loop("ent_coef")
     learning_rate: float = from_loop("learning_rate")
     n_steps: int = from_loop("n_steps")
+    preset: str = from_loop("preset")
     out: str = described("results/bench", "results directory")
     backend: str = described("process", "process (local pool) or ray")
     workers: int = described(2, "runs at a time (process backend; local Ray CPUs)")
@@ -450,7 +451,7 @@ def bench(settings: BenchSettings) -> dict[str, Any]:
 
     from agents.bench_report import write_report
 
-    settings = load_config(settings)
+    settings = apply_preset(load_config(settings))
     validate(settings)
     out = Path(settings.out)
     (out / "runs").mkdir(parents=True, exist_ok=True)

@@ -344,12 +344,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     fields = {f.name for f in dataclasses.fields(settings_cls)}
     kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in args.items() if k in fields}
     try:
+        given = set(vars(build_parser(suppress_defaults=True, command=command).parse_args(argv)))
         if kwargs.get("config"):  # defaults < the config file < flags given on the command line
             from agents.bench import load_config
 
-            given = set(vars(build_parser(suppress_defaults=True, command=command).parse_args(argv)))
             kwargs = dataclasses.asdict(load_config(settings_cls(**kwargs), given))
-        run(settings_cls(**kwargs))
+        settings = settings_cls(**kwargs)
+        if getattr(settings, "preset", ""):  # defaults < the preset < the config file < flags
+            from agents.loop import apply_preset
+
+            defaults = settings_cls(**{k: v for k, v in kwargs.items() if k == "preset"})
+            configured = {k for k in kwargs if getattr(settings, k) != getattr(defaults, k)}
+            settings = apply_preset(settings, given | (configured - {"preset"}))
+        run(settings)
     except (ValueError, TypeError, OSError, ImportError, gym.error.Error) as error:
         print(f"rla: error: {error}", file=sys.stderr)
         return 2

@@ -26,7 +26,7 @@ from stable_baselines3.common.logger import CSVOutputFormat, Logger, make_output
 
 from agents.atomic import replace_atomically, write_text_atomic
 from agents.fields import described
-from agents.loop import LoopSettings, build_loop, validate_settings
+from agents.loop import LoopSettings, apply_preset, build_loop, validate_settings
 from agents.loop_runtime import RLAnythingCallback
 from agents.trajectories import Trajectory
 from rla_gym.evaluation import evaluate, heldout_seeds
@@ -227,6 +227,7 @@ def _loop_fields(settings: TrainSettings) -> dict[str, Any]:
 
 def train(settings: TrainSettings) -> dict[str, Any]:
     """Run (or resume) a closed-loop training run; returns the results written to results.json."""
+    settings = apply_preset(settings)  # the run records the settings the preset gave
     if not settings.out:
         if settings.resume:
             raise ValueError("--resume needs --out, the run directory to continue")

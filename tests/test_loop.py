@@ -451,3 +451,23 @@ def test_an_unknown_env_id_lists_the_suites_ids() -> None:
         build_loop(LoopSettings(env="Nope-v0"))
     with pytest.raises(ValueError, match="'CartPole-v1' is not an rla-gym environment; the rla-gym ids are"):
         build_loop(LoopSettings(env="CartPole-v1"))
+
+
+def test_the_fast_preset_builds_the_batched_fast_path_in_the_python_api() -> None:
+    from agents.bench import BenchSettings
+    from agents.loop import PRESETS, apply_preset
+    from agents.vec_env import BatchedVecEnv
+
+    model, _ = build_loop(LoopSettings(preset="fast", mode="outcome", seed=0, device="cpu"))
+    fast = PRESETS["fast"]
+    assert (model.n_envs, model.n_steps, model.batch_size, model.n_epochs) == (
+        fast["n_envs"], fast["n_steps"], fast["batch_size"], fast["n_epochs"],
+    )  # fmt: skip
+    assert model.learning_rate == fast["learning_rate"]
+    assert isinstance(model.get_env().unwrapped, BatchedVecEnv)
+    # a field set away from its default keeps its value; rla bench's settings take it too
+    assert apply_preset(LoopSettings(preset="fast", n_envs=32)).n_envs == 32
+    bench = apply_preset(BenchSettings(preset="fast", n_epochs=3))
+    assert (bench.vec_env, bench.n_epochs, bench.n_steps, bench.preset) == ("batched", 3, 8, "")
+    with pytest.raises(ValueError, match="preset must be one of"):
+        build_loop(LoopSettings(preset="quick"))

@@ -255,3 +255,29 @@ def test_checkpoints_keep_the_prms_replay_window(tmp_path: Path) -> None:
         )
     )
     assert load_checkpoint(tmp_path / "d" / "checkpoint.pt")["prm_replay"] == []  # window 1: nothing to keep
+
+
+def test_the_fast_preset_trains_with_the_flags_given_beside_it(tmp_path: Path) -> None:
+    """``--preset fast`` sets the batched fast path; a flag given with it (even at its default
+    value) wins, the run records the settings it got, and --resume with the same flags works."""
+    from agents.loop import PRESETS
+
+    out = tmp_path / "run"
+    flags = ["--preset", "fast", "--n-envs", "16", "--n-steps", "256", "--mode", "outcome",
+             "--out", str(out), "--eval-episodes", "2", "--device", "cpu"]  # fmt: skip
+    assert main(["train", "--steps", "4096", *flags]) == 0
+    recorded = json.loads((out / "settings.json").read_text())
+    fast = PRESETS["fast"]
+    assert recorded["n_envs"] == 16 and recorded["n_steps"] == 256  # given: theirs (256 is the default)
+    for key in ("algo", "vec_env", "batch_size", "n_epochs", "learning_rate"):
+        assert recorded[key] == fast[key], key
+    assert recorded["preset"] == ""
+    assert json.loads((out / "results.json").read_text())["steps"] == 4096
+    assert main(["train", "--steps", "8192", "--resume", *flags]) == 0
+    assert json.loads((out / "results.json").read_text())["steps"] == 8192
+
+
+def test_an_unknown_preset_is_refused_by_name(tmp_path: Path, capsys) -> None:
+    assert main(["train", "--preset", "fastest", "--out", str(tmp_path / "run")]) == 2
+    assert "preset must be one of ('fast',) or '', got 'fastest'" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
