@@ -20,7 +20,8 @@ ROOM_NOUNS = (
 )  # fmt: skip
 ITEM_NOUNS = ("key", "coin", "book", "cup", "apple", "ball", "box", "candle")
 DIRECTIONS = ("north", "east", "south", "west")
-_STEP = ((0, -1), (1, 0), (0, 1), (-1, 0))
+_ROW = 256  # cells are ints (_cell): x * _ROW + y; a house spans fewer than _ROW // 2 cells
+_CELL_STEP = (-1, _ROW, 1, -_ROW)  # (0, -1), (1, 0), (0, 1), (-1, 0) per direction
 VOCAB = (
     ("<pad>", "<none>", "<unknown>", "go", "bring")
     + DIRECTIONS
@@ -30,6 +31,14 @@ VOCAB = (
     + ITEM_NOUNS
 )
 _TOK = {w: i for i, w in enumerate(VOCAB)}
+#: Room names by index: colour index * len(ROOM_NOUNS) + noun index.
+_NAME_IDS = tuple(range(len(COLORS) * len(ROOM_NOUNS)))
+_NAME_WORDS = tuple((c, r) for c in COLORS for r in ROOM_NOUNS)
+NAME_TOKENS = tuple((_TOK[c], _TOK[r]) for c, r in _NAME_WORDS)
+_COLOR_TOK = tuple(_TOK[c] for c in COLORS)
+_ITEM_TOK = tuple(_TOK[i] for i in ITEM_NOUNS)
+_DIRECTION_TOK = tuple(_TOK[d] for d in DIRECTIONS)
+_HINT_SHARE = {"live": 0.0, "route": 1.0, "half route": 0.5, "none": 0.0}  # static directions
 NONE, UNKNOWN = _TOK["<none>"], _TOK["<unknown>"]
 WALL, OPEN, CLOSED, LOCKED = _TOK["wall"], _TOK["open"], _TOK["closed"], _TOK["locked"]
 
@@ -177,37 +186,56 @@ class TextNavEnv(RLAEnv):
         self._goal_tokens = self._make_goal_tokens()
         self._live_hints: dict[int, tuple[list[tuple[int, int]], list[int]]] = {}
 
-    def _build_rooms(self, cells: list[tuple[int, int]], rand: Any) -> None:
+    def _build_rooms(self, cells: list[int], rand: Any) -> None:
         n = len(cells)
-        index = {c: i for i, c in enumerate(cells)}
+        index = dict(zip(cells, range(n), strict=True))
         self._cells = cells
-        self._neighbors = [[-1] * 4 for _ in range(n)]
-        self._parent = [-1] * n
-        self._up = [0] * n  # bitmask of the edges from the room to the start room
-        neighbors, parents, up = self._neighbors, self._parent, self._up
+        self._neighbors = neighbors = [[-1, -1, -1, -1] for _ in range(n)]
+        self._parent = parents = [-1] * n
+        self._parent_dir = parent_dir = [-1] * n  # the direction of the parent from the room
+        self._up = up = [0] * n  # bitmask of the edges from the room to the start room
+        get = index.get
         for child in range(1, n):
-            x, y = cells[child]
-            # the parent is the earliest-placed adjacent room (that is how the tree grew)
+            c = cells[child]
+            # the parent is the earliest-placed adjacent room (that is how the tree grew); the
+            # four directions unrolled, in _CELL_STEP order
             p, direction = child, -1
-            for dr, c in enumerate(((x, y - 1), (x + 1, y), (x, y + 1), (x - 1, y))):
-                other = index.get(c, child)
-                if other < p:
-                    p, direction = other, dr
+            other = get(c - 1, child)
+            if other < p:
+                p, direction = other, 0
+            other = get(c + _ROW, child)
+            if other < p:
+                p, direction = other, 1
+            other = get(c + 1, child)
+            if other < p:
+                p, direction = other, 2
+            other = get(c - _ROW, child)
+            if other < p:
+                p, direction = other, 3
             parents[child] = p
+            parent_dir[child] = direction
             neighbors[child][direction] = p
-            neighbors[p][(direction + 2) % 4] = child
+            neighbors[p][direction ^ 2] = child  # the opposite direction
             up[child] = up[p] | 1 << (child - 1)
-        names = list(range(len(COLORS) * len(ROOM_NOUNS)))
+        names = list(_NAME_IDS)
         for i in range(n):  # partial Fisher-Yates: n distinct (colour, noun) names
             j = i + int(rand() * (len(names) - i))
             names[i], names[j] = names[j], names[i]
-        self._names = [(COLORS[c // len(ROOM_NOUNS)], ROOM_NOUNS[c % len(ROOM_NOUNS)]) for c in names[:n]]
+        del names[n:]
+        #: name of each room as an index into _NAME_WORDS (the batched env reads these)
+        self._name_ids = names
+        self._names = [_NAME_WORDS[c] for c in names]
 
     def _place_doors(self, k: TextNavKnobs, route: int, rand: Any) -> None:
         n = len(self._cells)
         # door state of the edge between room c and its parent is stored at index c - 1
-        self._door = [CLOSED if rand() < k.closed_door_prob else OPEN for _ in range(n - 1)]
-        self._closed = sum(1 << e for e, state in enumerate(self._door) if state == CLOSED)
+        self._door = door = [OPEN] * (n - 1)
+        closed, p = 0, k.closed_door_prob
+        for e in range(n - 1):  # a draw per door, even where none can be closed
+            if rand() < p:
+                door[e] = CLOSED
+                closed |= 1 << e
+        self._closed = closed
         self._locked = 0
         self._lock_color = NONE
         if k.locked_door:
@@ -215,7 +243,7 @@ class TextNavEnv(RLAEnv):
             self._door[child - 1] = LOCKED
             self._closed &= ~(1 << (child - 1))
             self._locked = 1 << (child - 1)
-            self._lock_color = _TOK[COLORS[int(rand() * len(COLORS))]]
+            self._lock_color = _COLOR_TOK[int(rand() * len(COLORS))]
 
     def _place_items(self, k: TextNavKnobs, rand: Any) -> None:
         n = len(self._cells)
@@ -224,7 +252,7 @@ class TextNavEnv(RLAEnv):
         self._goal_item = self._key = -1
         if rand() < k.bring_prob:
             noun = ITEM_NOUNS[1 + int(rand() * (len(ITEM_NOUNS) - 1))]
-            items.append((_TOK[COLORS[int(rand() * len(COLORS))]], _TOK[noun]))
+            items.append((_COLOR_TOK[int(rand() * len(COLORS))], _TOK[noun]))
             room = int(rand() * (n - 1))
             where.append(room if room < self._goal_room else room + 1)  # any room but the goal
             self._goal_item = 0
@@ -233,8 +261,9 @@ class TextNavEnv(RLAEnv):
             self._key = len(items)
             items.append((self._lock_color, _TOK["key"]))
             where.append(reachable[int(rand() * len(reachable))])
-        while len(items) < (self._goal_item >= 0) + (self._key >= 0) + k.distractors:
-            item = (_TOK[COLORS[int(rand() * len(COLORS))]], _TOK[ITEM_NOUNS[int(rand() * len(ITEM_NOUNS))]])
+        wanted = len(items) + k.distractors
+        while len(items) < wanted:
+            item = (_COLOR_TOK[int(rand() * len(COLORS))], _ITEM_TOK[int(rand() * len(ITEM_NOUNS))])
             if item not in items:
                 items.append(item)
                 where.append(int(rand() * n))
@@ -243,24 +272,26 @@ class TextNavEnv(RLAEnv):
         for i, room in enumerate(where):
             slots = self._room_items[room]
             slots.insert(int(rand() * (len(slots) + 1)), i)  # random slot order
+        self._item_rooms = where
         self._key_loc = where[self._key] if self._key >= 0 else UNUSED
         self._item_loc = where[self._goal_item] if self._goal_item >= 0 else UNUSED
 
     def _make_goal_tokens(self) -> list[int]:
-        adj, noun = self._names[self._goal_room]
+        name = NAME_TOKENS[self._name_ids[self._goal_room]]
         if self._goal_item >= 0:
-            goal = [_TOK["bring"], *self._items[self._goal_item], _TOK[adj], _TOK[noun]]
+            goal = [_TOK["bring"], *self._items[self._goal_item], *name]
         else:
-            goal = [_TOK["go"], NONE, NONE, _TOK[adj], _TOK[noun]]
-        fraction = {"route": 1.0, "half route": 0.5}.get(self._knobs.directions, 0.0)
-        self._static_hint = self._hint_steps(fraction)
+            goal = [_TOK["go"], NONE, NONE, *name]
+        fraction = _HINT_SHARE[self._knobs.directions]
+        self._static_hint = self._hint_steps(fraction) if fraction else []
         return goal + self._hint_tokens(self._static_hint)
 
     def _hint_tokens(self, steps: list[tuple[int, int]]) -> list[int]:
         tokens: list[int] = []
+        names = self._name_ids
         for room, direction in steps:
-            a, b = self._names[room]
-            tokens += [_TOK[a], _TOK[b], _TOK[DIRECTIONS[direction]]]
+            tokens += NAME_TOKENS[names[room]]
+            tokens.append(_DIRECTION_TOK[direction])
         return tokens + [NONE] * (3 * HINT_STEPS - len(tokens))
 
     def _hint(self) -> tuple[list[tuple[int, int]], list[int]]:
@@ -278,19 +309,22 @@ class TextNavEnv(RLAEnv):
         _, waypoints = self._plan(*self._state())
         moves: list[tuple[int, int]] = []
         here = self._room
+        up, parent, parent_dir = self._up, self._parent, self._parent_dir
         for target in waypoints:
-            for nxt in self._path(here, target)[1:]:
-                moves.append((here, self._neighbors[here].index(nxt)))
-                here = nxt
+            # on the tree: up while the room is not an ancestor of the target (its edges to the
+            # start room are not all the target's), then down the target's branch
+            up_target = up[target]
+            while up[here] & ~up_target:
+                moves.append((here, parent_dir[here]))
+                here = parent[here]
+            down = len(moves)
+            room = target
+            while room != here:
+                moves.insert(down, (parent[room], parent_dir[room] ^ 2))
+                room = parent[room]
+            here = target
         keep = math.ceil(fraction * len(moves))
         return moves[: min(keep, HINT_STEPS)]
-
-    def _path(self, a: int, b: int) -> list[int]:
-        up_a, up_b = [a], [b]
-        while up_a[-1] != up_b[-1]:
-            deeper = up_a if self._up[up_a[-1]].bit_count() >= self._up[up_b[-1]].bit_count() else up_b
-            deeper.append(self._parent[deeper[-1]])
-        return up_a + up_b[-2::-1]
 
     # ------------------------------------------------------------ dynamics
     def _edge(self, room: int, direction: int) -> int:
@@ -518,12 +552,13 @@ class TextNavEnv(RLAEnv):
 
     def _rgb_array(self, tile: int = 12) -> np.ndarray:
         """``"rgb_array"``: a top-down map (agent blue, goal green, doors brown, locked red)."""
-        xs = [x for x, _ in self._cells]
-        ys = [y for _, y in self._cells]
+        cells = [_cell_xy(c) for c in self._cells]
+        xs = [x for x, _ in cells]
+        ys = [y for _, y in cells]
         x0, y0 = min(xs), min(ys)
         image = np.full(((max(ys) - y0 + 1) * tile, (max(xs) - x0 + 1) * tile, 3), 30, dtype=np.uint8)
         palette = {OPEN: (200, 200, 200), CLOSED: (150, 90, 40), LOCKED: (200, 40, 40)}
-        for room, (x, y) in enumerate(self._cells):
+        for room, (x, y) in enumerate(cells):
             color = (
                 (60, 90, 230)
                 if room == self._room
@@ -534,43 +569,63 @@ class TextNavEnv(RLAEnv):
             top, left = (y - y0) * tile, (x - x0) * tile
             image[top + 2 : top + tile - 2, left + 2 : left + tile - 2] = color
             if room > 0:  # the connection to the parent room
-                px, py = self._cells[self._parent[room]]
+                px, py = cells[self._parent[room]]
                 cy, cx = top + tile // 2 + (py - y) * tile // 2, left + tile // 2 + (px - x) * tile // 2
                 image[cy - 2 : cy + 2, cx - 2 : cx + 2] = palette[self._door[room - 1]]
         return image
 
 
-def _grow_tree(n: int, route: int, rand: Any) -> list[tuple[int, int]]:
-    """Cells of n rooms: a self-avoiding route of ``route`` moves, then random dead ends.
+def _grow_tree(n: int, route: int, rand: Any) -> list[int]:
+    """Cells of n rooms (:func:`_cell` codes): a self-avoiding route of ``route`` moves, then
+    random dead ends.
 
     A room's parent is its earliest-placed neighbour cell, so room order defines the tree.
     """
     while True:  # a self-avoiding walk rarely traps itself for route <= 12; retry if it does
-        x, y = 0, 0
-        cells = [(0, 0)]
-        taken = {(0, 0)}
+        c = 0
+        cells = [0]
+        taken = {0}
         tree_path = True  # route room i touches no earlier route room but room i - 1
         for _ in range(route):
-            free = [c for c in ((x, y - 1), (x + 1, y), (x, y + 1), (x - 1, y)) if c not in taken]
+            free = []  # the untaken neighbours in direction order (unrolled: it is hot)
+            if c - 1 not in taken:
+                free.append(c - 1)
+            if c + _ROW not in taken:
+                free.append(c + _ROW)
+            if c + 1 not in taken:
+                free.append(c + 1)
+            if c - _ROW not in taken:
+                free.append(c - _ROW)
             if not free:
                 break
-            previous = (x, y)
-            x, y = cell = free[int(rand() * len(free))]
-            if tree_path:
-                for c in ((x, y - 1), (x + 1, y), (x, y + 1), (x - 1, y)):
-                    if c in taken and c != previous:
-                        tree_path = False
-            cells.append(cell)
-            taken.add(cell)
+            c = free[int(rand() * len(free))]
+            # the room just left is one taken neighbour; another one breaks the tree
+            if (
+                tree_path
+                and (c - 1 in taken) + (c + _ROW in taken) + (c + 1 in taken) + (c - _ROW in taken) > 1
+            ):
+                tree_path = False
+            cells.append(c)
+            taken.add(c)
         if len(cells) == route + 1 and tree_path:
             break
     count = len(cells)
     while count < n:
-        x, y = cells[int(rand() * count)]
-        dx, dy = _STEP[int(rand() * 4)]
-        cell = (x + dx, y + dy)
+        cell = cells[int(rand() * count)] + _CELL_STEP[int(rand() * 4)]
         if cell not in taken:
             cells.append(cell)
             taken.add(cell)
             count += 1
     return cells
+
+
+def _cell(x: int, y: int) -> int:
+    """The code of grid cell (x, y) (|y| < _ROW // 2): one int, so that sets and dicts of cells
+    hash fast; the neighbour in direction d is ``code + _CELL_STEP[d]``."""
+    return x * _ROW + y
+
+
+def _cell_xy(code: int) -> tuple[int, int]:
+    """(x, y) of a :func:`_cell` code."""
+    x = (code + _ROW // 2) // _ROW
+    return x, code - x * _ROW

@@ -15,6 +15,7 @@ at most three fixed waypoint orders, each a few XORs and popcounts of the rooms'
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,7 @@ from rla_gym.envs.textnav import (
     INVENTORY_SLOTS,
     LOCKED,
     LOOK_,
+    NAME_TOKENS,
     NONE,
     OPEN,
     OPEN_,
@@ -48,6 +50,26 @@ MAX_ROOMS = textnav_knobs(1.0).rooms  # the knobs grow the house with difficulty
 LIVE_ROOMS = 8  # live directions (d < 0.2) only occur in houses of at most this many rooms
 _DIR_TOKENS = np.array([_TOK[d] for d in DIRECTIONS], dtype=np.int64)
 _NO_ROOM = -1
+_DESC = 2 + 4 * 4  # a room's tokens: name, then per exit door, lock colour, name behind
+#: The description of a room with walls all round (the name comes first).
+_WALLED = np.array([NONE, NONE] + [WALL, NONE, NONE, NONE] * 4, dtype=np.uint8)
+_SLOT4 = np.arange(4)
+_ROOM_SLOT = np.arange(ROOM_SLOTS)
+_INVENTORY_SLOT = np.arange(INVENTORY_SLOTS)
+#: (colour, noun) tokens of each room name id (:data:`~rla_gym.envs.textnav.NAME_TOKENS`).
+_NAME_TOKENS = np.array(NAME_TOKENS, dtype=np.int64)
+#: Bit 0 of a world's mode: live directions (bit 1: exits named), per ``knobs.directions``.
+_DIRECTION_MODES = {"live": 1, "route": 0, "half route": 0, "none": 0}
+
+
+def _table(rows: int, width: int, lists: Any) -> np.ndarray:
+    """(rows, width) int64 array from an iterable of ``rows`` sequences of ``width`` ints."""
+    return np.fromiter(chain.from_iterable(lists), dtype=np.int64, count=rows * width).reshape(rows, width)
+
+
+def _flat(lists: Any, count: int, dtype: Any = np.int64) -> np.ndarray:
+    """The ``count`` ints of an iterable of int sequences, one after the other, as an array."""
+    return np.fromiter(chain.from_iterable(lists), dtype=dtype, count=count)
 
 
 def _popcount(x: np.ndarray) -> np.ndarray:
@@ -78,17 +100,19 @@ class TextNavVectorEnv(ArrayVectorEnv):
         self._nb = np.full((n, rooms, 4), _NO_ROOM, dtype=np.int64)  # neighbour room per direction
         self._parent = np.full((n, rooms), _NO_ROOM, dtype=np.int64)
         self._up = np.zeros((n, rooms), dtype=np.uint64)  # edges from the room to the start room
-        self._door = np.zeros((n, rooms), dtype=np.int64)  # door token of edge e (room e + 1 to its parent)
-        self._names = np.zeros((n, rooms, 2), dtype=np.int64)
+        self._names = np.zeros((n, rooms, 2), dtype=np.uint8)
+        # each room's tokens (its name, then per exit: door, lock colour, the name behind it or
+        # <unknown>), kept up to date as doors open, so that a step reads them as one row
+        self._desc = np.zeros((n, rooms, _DESC), dtype=np.uint8)
         self._lock_color = np.zeros(n, dtype=np.int64)
         self._goal = np.zeros(n, dtype=np.int64)
         self._bring = np.zeros(n, dtype=bool)
         self._key = np.full(n, -1, dtype=np.int64)  # item index of the key, or -1
         self._goal_item = np.full(n, -1, dtype=np.int64)
         # item tokens; row ROOM_SLOTS stays (NONE, NONE) so that an empty slot (-1) reads as padding
-        self._item_tokens = np.full((n, ROOM_SLOTS + 1, 2), NONE, dtype=np.int64)
-        self._goal_tokens = np.zeros((n, 5), dtype=np.int64)
-        self._hints = np.full((n, LIVE_ROOMS, 3 * HINT_STEPS), NONE, dtype=np.int64)
+        self._item_tokens = np.full((n, ROOM_SLOTS + 1, 2), NONE, dtype=np.uint8)
+        self._goal_tokens = np.zeros((n, 5), dtype=np.uint8)
+        self._hints = np.full((n, LIVE_ROOMS, 3 * HINT_STEPS), NONE, dtype=np.uint8)
         self._live = np.zeros(n, dtype=bool)
         self._name_exits = np.zeros(n, dtype=bool)
         # the running state
@@ -101,10 +125,15 @@ class TextNavVectorEnv(ArrayVectorEnv):
         self._count = np.zeros((n, rooms), dtype=np.int64)
         self._inventory = np.full((n, INVENTORY_SLOTS), -1, dtype=np.int64)
         self._held = np.zeros(n, dtype=np.int64)
-        self._exit_state = np.full((n, 4), WALL, dtype=np.int64)  # door token per exit, WALL if none
+        self._tokens = np.zeros((n, TextNavEnv.token_length), dtype=np.uint8)  # the vocabulary fits
+        # each sub-env's first entry in the flattened per-room, per-item and per-hint tables:
+        # numpy's take on flat indices is several times faster than [rows, room] indexing
+        self._room_base = np.arange(n) * rooms
+        self._item_base = np.arange(n) * (ROOM_SLOTS + 1)
+        self._hint_base = np.arange(n) * LIVE_ROOMS
         #: The arrays a freshly loaded world fills (copied row for row between equal tasks).
         self._world = (
-            self._nb, self._parent, self._up, self._door, self._names, self._lock_color, self._goal,
+            self._nb, self._parent, self._up, self._desc, self._names, self._lock_color, self._goal,
             self._bring, self._key, self._goal_item, self._item_tokens, self._goal_tokens, self._hints,
             self._live, self._name_exits, self._room, self._key_loc, self._item_loc, self._closed,
             self._locked, self._slots, self._count, self._inventory, self._held,
@@ -112,47 +141,88 @@ class TextNavVectorEnv(ArrayVectorEnv):
 
     # ---------------------------------------------------------- generation
     def _load(self, rows: np.ndarray, envs: list[TextNavEnv], tasks: list[Task]) -> None:
-        """The freshly generated worlds of ``envs`` into ``rows``; the live directions' hints."""
-        for i, env in zip(rows.tolist(), envs, strict=True):
-            self._load_one(i, env)
-        live = rows[self._live[rows]]
-        if live.size:
-            self._live_hints(live)
+        """The freshly generated worlds of ``envs`` (lists) into ``rows``, all at once; the live
+        directions' hints."""
+        k = rows.size
+        scalars = _table(k, 8, (
+            (len(env._parent), env._lock_color, env._goal_room, env._key, env._goal_item, env._key_loc,
+             env._item_loc, _DIRECTION_MODES[env._knobs.directions] + 2 * env._knobs.name_exits)
+            for env in envs
+        ))  # fmt: skip
+        size, modes = scalars[:, 0], scalars[:, 7]
+        self._lock_color[rows], self._goal[rows] = scalars[:, 1], scalars[:, 2]
+        self._key[rows], self._goal_item[rows] = scalars[:, 3], scalars[:, 4]
+        self._bring[rows] = scalars[:, 4] >= 0
+        self._key_loc[rows], self._item_loc[rows] = scalars[:, 5], scalars[:, 6]
+        live = (modes & 1) == 1
+        self._live[rows], self._name_exits[rows] = live, modes >= 2
+        if (live & (size > LIVE_ROOMS)).any():
+            raise RuntimeError(f"live directions in a house of more than {LIVE_ROOMS} rooms")
+        bits = np.fromiter(chain.from_iterable((env._closed, env._locked) for env in envs), np.uint64, 2 * k)
+        self._closed[rows], self._locked[rows] = bits[0::2], bits[1::2]
+        self._load_rooms(rows, envs, size)
+        self._load_items(rows, envs)
+        goal = _table(k, 5 + 3 * HINT_STEPS, (env._goal_tokens for env in envs))
+        self._goal_tokens[rows] = goal[:, :5]
+        self._hints[rows[~live], 0] = goal[~live, 5:]
+        self._room[rows] = 0
+        if live.any():
+            self._live_hints(rows[live])
 
-    def _load_one(self, i: int, env: TextNavEnv) -> None:
-        """Sub-env ``i``'s freshly generated world (``env``'s lists) into row ``i`` of the arrays."""
-        n = len(env._cells)
-        knobs = env._knobs
-        self._nb[i, :n] = env._neighbors
-        self._nb[i, n:] = _NO_ROOM
-        self._parent[i, :n] = env._parent
-        self._up[i, :n] = env._up
-        self._door[i, : n - 1] = env._door
-        self._names[i, :n] = [(_TOK[a], _TOK[b]) for a, b in env._names]
-        self._lock_color[i] = env._lock_color
-        self._goal[i] = env._goal_room
-        self._key[i], self._goal_item[i] = env._key, env._goal_item
-        self._bring[i] = env._goal_item >= 0
-        items = env._items
-        if items:
-            self._item_tokens[i, : len(items)] = items
-        self._goal_tokens[i] = env._goal_tokens[:5]
-        self._live[i] = knobs.directions == "live"
-        if self._live[i] and n > LIVE_ROOMS:
-            raise RuntimeError(f"live directions in a house of {n} rooms (more than {LIVE_ROOMS})")
-        if not self._live[i]:
-            self._hints[i, 0] = env._goal_tokens[5:]
-        self._name_exits[i] = knobs.name_exits
-        self._room[i], self._key_loc[i], self._item_loc[i] = 0, env._key_loc, env._item_loc
-        self._closed[i], self._locked[i] = env._closed, env._locked
-        self._slots[i] = -1
-        self._count[i] = 0
-        for room, slots in enumerate(env._room_items):
-            if slots:
-                self._slots[i, room, : len(slots)] = slots
-                self._count[i, room] = len(slots)
-        self._inventory[i] = -1
-        self._held[i] = 0
+    def _load_rooms(self, rows: np.ndarray, envs: list[TextNavEnv], size: np.ndarray) -> None:
+        """The houses of ``envs`` (``size`` rooms each), their lists read as one flat list each:
+        parents, edge masks, names, neighbours and the rooms' descriptions."""
+        total = int(size.sum())
+        local = np.repeat(np.arange(rows.size), size)
+        owner, room = rows[local], np.arange(total) - np.repeat(np.cumsum(size) - size, size)
+        parent = _flat((env._parent for env in envs), total)
+        self._parent[owner, room] = parent
+        self._up[owner, room] = _flat((env._up for env in envs), total, np.uint64)
+        names = _NAME_TOKENS[_flat((env._name_ids for env in envs), total)]
+        self._names[owner, room] = names
+        direction = _flat((env._parent_dir for env in envs), total)
+        child = np.flatnonzero(room > 0)  # each room but the start room, and its door to its parent
+        oc, rc, pc, dc = owner[child], room[child], parent[child], direction[child]
+        self._nb[rows] = _NO_ROOM
+        self._nb[oc, rc, dc] = pc
+        self._nb[oc, pc, dc ^ 2] = rc
+        # the descriptions: walls all round, then both sides of each door
+        desc = np.empty((rows.size, MAX_ROOMS, _DESC), dtype=np.uint8)
+        desc[:] = _WALLED
+        desc[local, room, :2] = names
+        state = _flat((env._door for env in envs), total - rows.size)
+        exits = np.empty((child.size, 4), dtype=np.uint8)
+        exits[:, 0] = state
+        exits[:, 1] = np.where(state == LOCKED, self._lock_color[oc], NONE)
+        named = self._name_exits[oc, None]
+        # from the child towards its parent, then from the parent towards the child
+        for side, behind, way in ((rc, child + pc - rc, dc), (pc, child, dc ^ 2)):
+            exits[:, 2:] = np.where(named, names[behind], UNKNOWN)
+            at = ((local[child] * MAX_ROOMS + side) * _DESC + 2 + 4 * way)[:, None] + _SLOT4
+            desc.reshape(-1)[at] = exits
+        self._desc[rows] = desc
+
+    def _load_items(self, rows: np.ndarray, envs: list[TextNavEnv]) -> None:
+        """The items of ``envs``: their tokens and where each lies (room and slot); empty hands."""
+        tokens: list[tuple[int, int]] = []
+        placed: list[int] = []  # (sub-env, room, slot, item) after one another
+        for j, env in enumerate(envs):
+            tokens += env._items
+            room_items = env._room_items
+            for item, where in enumerate(env._item_rooms):
+                placed += (j, where, room_items[where].index(item), item)
+        count = np.fromiter(map(len, (env._items for env in envs)), dtype=np.int64, count=rows.size)
+        if tokens:
+            index = np.arange(len(tokens)) - np.repeat(np.cumsum(count) - count, count)
+            self._item_tokens[np.repeat(rows, count), index] = tokens
+        self._slots[rows] = -1
+        self._count[rows] = 0
+        if placed:
+            local, room, slot, item_of = np.array(placed, dtype=np.int64).reshape(-1, 4).T
+            self._slots[rows[local], room, slot] = item_of
+            np.add.at(self._count, (rows[local], room), 1)
+        self._inventory[rows] = -1
+        self._held[rows] = 0
 
     def _live_hints(self, rows: np.ndarray) -> None:
         """Live directions (d < 0.2: no doors to open, no keys, no items to bring): for each room,
@@ -203,9 +273,14 @@ class TextNavVectorEnv(ArrayVectorEnv):
             self._room[g] = self._nb[g, room[go], a[go]]
         door = ok & (a >= OPEN_) & (a < TAKE_)
         if door.any():
-            d = e[door]
-            edge = self._edge(d, room[door], a[door] % 4)
-            self._door[d, edge] = OPEN
+            d, r, way = e[door], room[door], a[door] % 4
+            edge = self._edge(d, r, way)
+            # both sides of the door read open, without a lock colour
+            flat = self._desc.reshape(-1)
+            at = (self._room_base[d] + r) * _DESC + 2 + 4 * way
+            behind = (self._room_base[d] + self._nb[d, r, way]) * _DESC + 2 + 4 * (way ^ 2)
+            flat[at] = flat[behind] = OPEN
+            flat[at + 1] = flat[behind + 1] = NONE
             keep = ~_bit(edge)
             self._closed[d] &= keep
             self._locked[d] &= keep
@@ -242,27 +317,6 @@ class TextNavVectorEnv(ArrayVectorEnv):
         self._key_loc[e[key]] = where if np.isscalar(where) else where[key]
         goal = item == self._goal_item[e]
         self._item_loc[e[goal]] = where if np.isscalar(where) else where[goal]
-
-    def _update_masks(self) -> None:
-        """The admissible commands of every sub-env, into ``self._masks``."""
-        n, e = self.num_envs, self._rows_all
-        room = self._room
-        masks = np.zeros((n, self._masks.shape[1]), dtype=np.int8)
-        nb = self._nb[e, room]  # (n, 4)
-        exists = nb >= 0
-        other = np.maximum(nb, 0)
-        edge = np.where(self._parent[e[:, None], other] == room[:, None], other, room[:, None]) - 1
-        state = np.where(exists, self._door[e[:, None], edge], WALL)
-        masks[:, GO_:OPEN_] = state == OPEN
-        masks[:, OPEN_:UNLOCK_] = state == CLOSED
-        masks[:, UNLOCK_:TAKE_] = (state == LOCKED) & (self._key_loc == HELD)[:, None]
-        room_count = self._count[e, room]
-        can_take = self._held < INVENTORY_SLOTS
-        masks[:, TAKE_:DROP_] = (np.arange(ROOM_SLOTS) < room_count[:, None]) & can_take[:, None]
-        masks[:, DROP_:LOOK_] = np.arange(INVENTORY_SLOTS) < self._held[:, None]
-        masks[:, LOOK_] = 1
-        self._masks[:] = masks
-        self._exit_state = state
 
     # -------------------------------------------------------------- oracle
     def _cost(self, rows: np.ndarray) -> np.ndarray:
@@ -371,34 +425,33 @@ class TextNavVectorEnv(ArrayVectorEnv):
         oracle[e[best], a[best]] = 1
         return oracle[sel].copy()
 
-    # ------------------------------------------------------------ rendering
-    def _tokens_all(self) -> np.ndarray:
-        """(n, token_length) token observations of every sub-env."""
-        n, e = self.num_envs, self._rows_all
-        room = self._room
-        tokens = self._tokens
-        tokens[:, 0:5] = self._goal_tokens
-        tokens[:, 5:29] = self._hints[e, np.where(self._live, room, 0)]
-        tokens[:, 29:31] = self._names[e, room]
-        state = self._exit_state  # (n, 4), WALL where there is no exit
-        nb = np.maximum(self._nb[e, room], 0)
-        wall = state == WALL
-        exits = tokens[:, 31:47].reshape(n, 4, 4)
-        exits[:, :, 0] = state
-        exits[:, :, 1] = np.where(state == LOCKED, self._lock_color[:, None], NONE)
-        named = self._name_exits[:, None] & ~wall
-        names = self._names[e[:, None], nb]  # (n, 4, 2)
-        exits[:, :, 2] = np.where(named, names[:, :, 0], np.where(wall, NONE, UNKNOWN))
-        exits[:, :, 3] = np.where(named, names[:, :, 1], np.where(wall, NONE, UNKNOWN))
-        tokens[:, 31:47] = exits.reshape(n, 16)
-        tokens[:, 47:63] = self._item_tokens[e[:, None], self._slots[e, room]].reshape(n, 2 * ROOM_SLOTS)
-        tokens[:, 63:69] = self._item_tokens[e[:, None], self._inventory].reshape(n, 2 * INVENTORY_SLOTS)
-        return tokens
-
+    # ------------------------------------------------------ masks, tokens
     def _refresh(self, rows: np.ndarray | None) -> None:
         """Masks and token observations of every sub-env from the current state."""
-        self._update_masks()
-        self._tokens_all()
+        n, room = self.num_envs, self._room
+        at = self._room_base + room
+        desc = self._desc.reshape(-1, _DESC).take(at, axis=0)  # (n, 18): name, then 4 exits
+        state = desc[:, 2::4]  # door token per exit, WALL where there is none
+        masks = self._masks
+        masks[:, GO_:OPEN_] = state == OPEN
+        masks[:, OPEN_:UNLOCK_] = state == CLOSED
+        masks[:, UNLOCK_:TAKE_] = (state == LOCKED) & (self._key_loc == HELD)[:, None]
+        count = self._count.reshape(-1).take(at)
+        masks[:, TAKE_:DROP_] = (count[:, None] > _ROOM_SLOT) & (self._held < INVENTORY_SLOTS)[:, None]
+        masks[:, DROP_:LOOK_] = self._held[:, None] > _INVENTORY_SLOT
+        masks[:, LOOK_] = 1
+        tokens = self._tokens
+        tokens[:, 0:5] = self._goal_tokens
+        hint = self._hint_base + np.where(self._live, room, 0)  # live directions follow the room
+        tokens[:, 5:29] = self._hints.reshape(-1, 3 * HINT_STEPS).take(hint, axis=0)
+        tokens[:, 29:47] = desc
+        # an empty slot (-1) reads the padding entry ROOM_SLOTS of the sub-env's item tokens
+        items = self._item_tokens.reshape(-1, 2)
+        slots = self._slots.reshape(-1, ROOM_SLOTS).take(at, axis=0) % (ROOM_SLOTS + 1)
+        slots += self._item_base[:, None]
+        tokens[:, 47:63] = items.take(slots, axis=0).reshape(n, 2 * ROOM_SLOTS)
+        inventory = self._inventory % (ROOM_SLOTS + 1) + self._item_base[:, None]
+        tokens[:, 63:69] = items.take(inventory, axis=0).reshape(n, 2 * INVENTORY_SLOTS)
 
 
 __all__ = ["TextNavVectorEnv"]
