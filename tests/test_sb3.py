@@ -82,6 +82,49 @@ def test_lookup_encoder_reads_the_route_direction_for_the_current_room() -> None
     assert extractor({"tokens": tokens.float()}).shape == (3, 128)
 
 
+def test_flatten_small_encoder_matches_flatten_with_its_sizes() -> None:
+    import torch
+
+    space = gym.make("RLA-TextNav-v0").observation_space
+    small = TokenFeaturesExtractor(space, encoder="flatten-small")
+    assert (small.features_dim, small.embedding.embedding_dim) == (64, 8)
+    plain = TokenFeaturesExtractor(space, features_dim=64, embed_dim=8, encoder="flatten")
+    plain.load_state_dict(small.state_dict())
+    tokens = torch.randint(0, 47, (5, 69)).float()
+    tokens[0, :3] = 0  # padding: its embedding row gets no gradient
+    outputs = [extractor({"tokens": tokens}) for extractor in (small, plain)]
+    assert outputs[0].shape == (5, 64) and torch.allclose(outputs[0], outputs[1])
+    for output in outputs:
+        (output * torch.arange(64.0)).sum().backward()
+    for (name, mine), (_, theirs) in zip(small.named_parameters(), plain.named_parameters(), strict=True):
+        assert mine.grad is not None and theirs.grad is not None
+        assert torch.allclose(mine.grad, theirs.grad, atol=1e-5), name
+    assert small.embedding.weight.grad is not None and not small.embedding.weight.grad[0].any()
+
+
+def test_flatten_small_policies_train_with_one_hidden_layer_per_head() -> None:
+    import torch
+    from sb3_contrib import MaskablePPO
+    from torch import nn
+
+    from agents.policies import MaskableTokenPolicy, TokenPolicy
+
+    venv = make_vec_env("RLA-TextNav-v0", n_envs=2, seed=0, env_kwargs={"difficulty": 0.3})
+    small = {"features_extractor_kwargs": {"encoder": "flatten-small"}}
+    for algo, policy in [(PPO, TokenPolicy), (MaskablePPO, MaskableTokenPolicy)]:
+        model = algo(policy, venv, n_steps=64, batch_size=64, n_epochs=2, seed=0, policy_kwargs=small)
+        before = [p.detach().clone() for p in model.policy.parameters()]
+        model.learn(128)
+        heads = model.policy.mlp_extractor
+        for net in (heads.policy_net, heads.value_net):
+            assert [m.out_features for m in net if isinstance(m, nn.Linear)] == [64]
+        assert model.policy.features_extractor.features_dim == 64
+        assert all(not torch.equal(a, b) for a, b in zip(before, model.policy.parameters(), strict=True))
+    wide = PPO(TokenPolicy, venv, n_steps=64, batch_size=64, policy_kwargs={**small, "net_arch": [32, 32]})
+    layers = wide.policy.mlp_extractor.policy_net
+    assert [m.out_features for m in layers if isinstance(m, nn.Linear)] == [32, 32]  # a given net_arch wins
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
 def test_ppo_learns_difficulty_zero(seed: int) -> None:
