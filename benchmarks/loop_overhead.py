@@ -1,10 +1,14 @@
-"""Wall time per env step of the closed loop against plain SB3 PPO, and PRM scoring throughput.
+"""Wall time per env step of the closed loop against Outcome-only on the same path, and PRM throughput.
 
-    python benchmarks/loop_overhead.py [--steps 20480] [--rounds 3]
+    python benchmarks/loop_overhead.py [--steps 30720] [--rounds 3]
 
-Both runs: PPO with ``TokenPolicy``, 4 DummyVecEnv envs, n_steps 256, batch 256, one torch
-thread, on RLA-TextNav-v0. Plain PPO trains at d = 0.2 on the env reward; the loop (mode
-``env``) adds PRM votes every step, PRM training every rollout and the task-pool curriculum.
+Each path trains on RLA-TextNav-v0 at d = 0.25 (one torch thread, CPU) twice: Outcome-only
+(mode ``outcome``: the env's reward, no PRM) and the closed loop (mode ``env``: PRM votes on
+every step, PRM training and diagnostics every rollout, the task-pool curriculum). Paths:
+the default PPO (4 DummyVecEnv envs, n_steps 256, batch 256, 10 epochs), the fast path
+(``--preset fast``: PPO on 128 batched envs) and the group trainer on 32 x 8 batched envs.
+Runs alternate within each round, so a path's two modes see the same machine load; wall and
+process (CPU) time are both recorded, the ratio of medians is reported.
 PRM throughput: steps scored per second at batch 4096 (votes, m = 3) on the CPU.
 """
 
@@ -12,34 +16,39 @@ from __future__ import annotations
 
 import argparse
 import json
+import platform
 import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import torch
-from stable_baselines3 import PPO
-from stable_baselines3.common.env_util import make_vec_env
 
 import rla_gym  # noqa: F401
 from agents.loop import LoopSettings, build_loop
-from agents.policies import TokenPolicy
 from agents.reward_model import ProcessRewardModel
 
+#: path -> LoopSettings fields (both modes run each)
+PATHS: dict[str, dict[str, Any]] = {
+    "ppo, 4 DummyVecEnv envs (defaults)": {"algo": "ppo"},
+    "ppo fast path (--preset fast)": {"preset": "fast"},
+    "grpo, 32 x 8 batched envs": {"algo": "grpo", "vec_env": "batched", "groups": 32},
+}
+MODES = ("outcome", "env")
 
-def plain(steps: int, seed: int) -> float:
-    venv = make_vec_env("RLA-TextNav-v0", n_envs=4, seed=seed, env_kwargs={"difficulty": 0.2})
-    model = PPO(TokenPolicy, venv, n_steps=256, batch_size=256, seed=seed, device="cpu")
-    start = time.perf_counter()
-    model.learn(steps)
-    return (time.perf_counter() - start) / model.num_timesteps
 
-
-def loop(steps: int, seed: int) -> float:
-    model, callback = build_loop(LoopSettings(algo="ppo", n_envs=4, n_steps=256, seed=seed, device="cpu"))
-    start = time.perf_counter()
+def timed(fields: dict[str, Any], mode: str, steps: int, seed: int) -> tuple[float, float]:
+    """Wall and CPU seconds per env step of ``learn`` for one run."""
+    settings = LoopSettings(
+        env="RLA-TextNav-v0", difficulty=0.25, max_difficulty=0.25, mode=mode, seed=seed, device="cpu",
+        **fields,
+    )  # fmt: skip
+    model, callback = build_loop(settings)
+    wall, cpu = time.perf_counter(), time.process_time()
     model.learn(steps, callback=callback)
-    return (time.perf_counter() - start) / model.num_timesteps
+    n = model.num_timesteps
+    return (time.perf_counter() - wall) / n, (time.process_time() - cpu) / n
 
 
 def prm_throughput(head: str, batch: int = 4096, repeats: int = 20) -> float:
@@ -60,37 +69,41 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--steps", type=int, default=20_480)
+    parser.add_argument("--steps", type=int, default=30_720)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/loop_overhead.json"))
     args = parser.parse_args()
     torch.set_num_threads(1)
-    times: dict[str, list[float]] = {"plain PPO": [], "closed loop (mode env)": []}
+    times: dict[tuple[str, str], list[tuple[float, float]]] = {(p, m): [] for p in PATHS for m in MODES}
     for round_ in range(args.rounds):
-        times["plain PPO"].append(plain(args.steps, round_))
-        times["closed loop (mode env)"].append(loop(args.steps, round_))
-    base = statistics.median(times["plain PPO"])
-    print("| run | ms per env step (median) | runs | x plain PPO |")
-    print("|---|---:|---|---:|")
+        for path, fields in PATHS.items():
+            for mode in MODES:
+                times[path, mode].append(timed(fields, mode, args.steps, round_))
+                print(path, mode, times[path, mode][-1], flush=True)
+    print("| path | Outcome-only ms/step | closed loop ms/step | x wall | x CPU |")
+    print("|---|---:|---:|---:|---:|")
     rows = []
-    for name, values in times.items():
-        median = statistics.median(values)
-        rows.append(
-            {
-                "run": name,
-                "ms_per_step": round(1000 * median, 4),
-                "runs_ms": [round(1000 * v, 4) for v in values],
-                "ratio": round(median / base, 3),
-            }
-        )
-        runs = " / ".join(f"{1000 * v:.3f}" for v in values)
-        print(f"| {name} | {1000 * median:.3f} | {runs} | {median / base:.2f} |")
+    for path in PATHS:
+        wall = {m: statistics.median(w for w, _ in times[path, m]) for m in MODES}
+        cpu = {m: statistics.median(c for _, c in times[path, m]) for m in MODES}
+        row = {
+            "path": path,
+            "outcome_ms_per_step": round(1000 * wall["outcome"], 4),
+            "loop_ms_per_step": round(1000 * wall["env"], 4),
+            "ratio_wall": round(wall["env"] / wall["outcome"], 3),
+            "ratio_cpu": round(cpu["env"] / cpu["outcome"], 3),
+            "runs_ms": {m: [round(1000 * w, 4) for w, _ in times[path, m]] for m in MODES},
+        }
+        rows.append(row)
+        print(f"| {path} | {row['outcome_ms_per_step']:.3f} | {row['loop_ms_per_step']:.3f} | "
+              f"{row['ratio_wall']:.2f} | {row['ratio_cpu']:.2f} |")  # fmt: skip
     throughput = {head: round(prm_throughput(head)) for head in ("step", "value")}
     for head, value in throughput.items():
         print(f"PRM scoring ({head} head), batch 4096, CPU, 1 thread: {value:,} steps/s")
     meta = {
-        "command": "python benchmarks/loop_overhead.py",
-        "steps": args.steps,
+        "command": f"python benchmarks/loop_overhead.py --steps {args.steps} --rounds {args.rounds}",
+        "machine": f"{platform.machine()}, Python {platform.python_version()}, torch {torch.__version__}, "
+        "2 shared cores, 1 torch thread",
         "date": time.strftime("%Y-%m-%d"),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
