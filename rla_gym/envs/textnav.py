@@ -306,25 +306,38 @@ class TextNavEnv(RLAEnv):
 
     def _hint_steps(self, fraction: float) -> list[tuple[int, int]]:
         """(room, direction) of the first moves of an optimal plan from the current state."""
-        _, waypoints = self._plan(*self._state())
         moves: list[tuple[int, int]] = []
         here = self._room
         up, parent, parent_dir = self._up, self._parent, self._parent_dir
-        for target in waypoints:
+        for target in self._waypoints():
             # on the tree: up while the room is not an ancestor of the target (its edges to the
             # start room are not all the target's), then down the target's branch
             up_target = up[target]
             while up[here] & ~up_target:
                 moves.append((here, parent_dir[here]))
                 here = parent[here]
-            down = len(moves)
+            down = []
             room = target
             while room != here:
-                moves.insert(down, (parent[room], parent_dir[room] ^ 2))
+                down.append((parent[room], parent_dir[room] ^ 2))
                 room = parent[room]
+            moves += reversed(down)
             here = target
         keep = math.ceil(fraction * len(moves))
         return moves[: min(keep, HINT_STEPS)]
+
+    def _waypoints(self) -> list[int]:
+        """The rooms an optimal plan from the current state visits, in order (:meth:`_plan`'s,
+        which with no locked door has a single plan: fetch the item if it lies in a room, then
+        the goal room)."""
+        if self._locked:
+            return self._plan(*self._state())[1]
+        if self._goal_item < 0:
+            return [self._goal_room]
+        item_loc = self._item_loc
+        if item_loc == self._goal_room:
+            return []
+        return [self._goal_room] if item_loc == HELD else [item_loc, self._goal_room]
 
     # ------------------------------------------------------------ dynamics
     def _edge(self, room: int, direction: int) -> int:
