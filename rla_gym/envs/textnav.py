@@ -173,8 +173,7 @@ class TextNavEnv(RLAEnv):
         n = k.rooms
         route_max = min(k.route_max, n - 1)
         route = k.route_min + int(rand() * (route_max - k.route_min + 1))
-        cells = _grow_tree(n, route, rand)
-        self._build_rooms(cells, rand)
+        self._build_rooms(*_grow_tree(n, route, rand), rand)
         self._goal_room = route
         self._start_room = 0
         self._place_doors(k, route, rand)
@@ -186,34 +185,15 @@ class TextNavEnv(RLAEnv):
         self._goal_tokens = self._make_goal_tokens()
         self._live_hints: dict[int, tuple[list[tuple[int, int]], list[int]]] = {}
 
-    def _build_rooms(self, cells: list[int], rand: Any) -> None:
+    def _build_rooms(self, cells: list[int], parents: list[int], parent_dir: list[int], rand: Any) -> None:
         n = len(cells)
-        index = dict(zip(cells, range(n), strict=True))
         self._cells = cells
+        self._parent = parents
+        self._parent_dir = parent_dir  # the direction of the parent from the room
         self._neighbors = neighbors = [[-1, -1, -1, -1] for _ in range(n)]
-        self._parent = parents = [-1] * n
-        self._parent_dir = parent_dir = [-1] * n  # the direction of the parent from the room
         self._up = up = [0] * n  # bitmask of the edges from the room to the start room
-        get = index.get
         for child in range(1, n):
-            c = cells[child]
-            # the parent is the earliest-placed adjacent room (that is how the tree grew); the
-            # four directions unrolled, in _CELL_STEP order
-            p, direction = child, -1
-            other = get(c - 1, child)
-            if other < p:
-                p, direction = other, 0
-            other = get(c + _ROW, child)
-            if other < p:
-                p, direction = other, 1
-            other = get(c + 1, child)
-            if other < p:
-                p, direction = other, 2
-            other = get(c - _ROW, child)
-            if other < p:
-                p, direction = other, 3
-            parents[child] = p
-            parent_dir[child] = direction
+            p, direction = parents[child], parent_dir[child]
             neighbors[child][direction] = p
             neighbors[p][direction ^ 2] = child  # the opposite direction
             up[child] = up[p] | 1 << (child - 1)
@@ -588,48 +568,68 @@ class TextNavEnv(RLAEnv):
         return image
 
 
-def _grow_tree(n: int, route: int, rand: Any) -> list[int]:
+def _grow_tree(n: int, route: int, rand: Any) -> tuple[list[int], list[int], list[int]]:
     """Cells of n rooms (:func:`_cell` codes): a self-avoiding route of ``route`` moves, then
-    random dead ends.
+    random dead ends; with each room's parent (-1 for the start room) and the parent's direction.
 
     A room's parent is its earliest-placed neighbour cell, so room order defines the tree.
     """
     while True:  # a self-avoiding walk rarely traps itself for route <= 12; retry if it does
         c = 0
-        cells = [0]
-        taken = {0}
+        cells, parents, parent_dir = [0], [-1], [-1]
+        taken = {0: 0}  # cell -> room
         tree_path = True  # route room i touches no earlier route room but room i - 1
-        for _ in range(route):
-            free = []  # the untaken neighbours in direction order (unrolled: it is hot)
+        for room in range(route):
+            free = []  # the directions to untaken cells (unrolled: it is hot)
             if c - 1 not in taken:
-                free.append(c - 1)
+                free.append(0)
             if c + _ROW not in taken:
-                free.append(c + _ROW)
+                free.append(1)
             if c + 1 not in taken:
-                free.append(c + 1)
+                free.append(2)
             if c - _ROW not in taken:
-                free.append(c - _ROW)
+                free.append(3)
             if not free:
                 break
-            c = free[int(rand() * len(free))]
+            direction = free[int(rand() * len(free))]
+            c += _CELL_STEP[direction]
             # the room just left is one taken neighbour; another one breaks the tree
             if (
                 tree_path
                 and (c - 1 in taken) + (c + _ROW in taken) + (c + 1 in taken) + (c - _ROW in taken) > 1
             ):
                 tree_path = False
+            taken[c] = room + 1
             cells.append(c)
-            taken.add(c)
+            parents.append(room)  # on a tree path, the room just left is the only earlier neighbour
+            parent_dir.append(direction ^ 2)
         if len(cells) == route + 1 and tree_path:
             break
     count = len(cells)
+    get = taken.get
     while count < n:
         cell = cells[int(rand() * count)] + _CELL_STEP[int(rand() * 4)]
         if cell not in taken:
+            # the earliest-placed neighbour (one exists: the cell grew from it)
+            p, direction = n, -1
+            other = get(cell - 1, n)
+            if other < p:
+                p, direction = other, 0
+            other = get(cell + _ROW, n)
+            if other < p:
+                p, direction = other, 1
+            other = get(cell + 1, n)
+            if other < p:
+                p, direction = other, 2
+            other = get(cell - _ROW, n)
+            if other < p:
+                p, direction = other, 3
+            taken[cell] = count
             cells.append(cell)
-            taken.add(cell)
+            parents.append(p)
+            parent_dir.append(direction)
             count += 1
-    return cells
+    return cells, parents, parent_dir
 
 
 def _cell(x: int, y: int) -> int:
