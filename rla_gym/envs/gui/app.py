@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import random
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from rla_gym.envs.gui.knobs import GUIKnobs
 from rla_gym.envs.gui.layout import (
@@ -27,6 +30,17 @@ from rla_gym.envs.gui.layout import (
     VALUE_TOKENS,
     WORDS,
 )
+
+T = TypeVar("T")
+# the words generation draws from, as token ids (a sample of ids draws what one of words does)
+_TOPS = range(len(TOP_WORDS))
+_TOP_TOKENS = tuple(TOKEN_ID[w] for w in TOP_WORDS)
+_SUB_TOKENS = tuple(TOKEN_ID[w] for w in SUB_WORDS)
+_DIALOG_TOKENS = tuple(TOKEN_ID[w] for w in DIALOG_WORDS)
+_COMMAND_TOKENS = tuple(TOKEN_ID[w] for w in COMMAND_WORDS)
+_TAB_TOKENS = tuple(TOKEN_ID[w] for w in TAB_WORDS)
+_LABELS = range(len(LABEL_A) * len(LABEL_B))
+_LABEL_TOKENS = tuple((TOKEN_ID[a], TOKEN_ID[b]) for a in LABEL_A for b in LABEL_B)
 
 
 class GUIApp:
@@ -67,27 +81,35 @@ class GUIApp:
         return len(self._n_kind) - 1
 
     def _build_menus(self, k: GUIKnobs, rng: random.Random) -> None:
-        self._n_kind = []
-        self._n_label = []
-        self._n_children = []
-        self._n_dialog = []
-        tops = sorted(rng.sample(range(len(TOP_WORDS)), k.top_menus))
-        self._top = [self._add_node(NODE_TOP, TOKEN_ID[TOP_WORDS[t]]) for t in tops]
-        sub_words = rng.sample(SUB_WORDS, len(SUB_WORDS))
-        self._d_label = [TOKEN_ID[w] for w in rng.sample(DIALOG_WORDS, k.dialogs)]
+        kinds: list[int] = []
+        labels: list[int] = []
+        children: list[list[int]] = []
+        dialogs: list[int] = []
+        self._n_kind, self._n_label, self._n_children, self._n_dialog = kinds, labels, children, dialogs
+        getrandbits = rng.getrandbits
+        tops = sorted(_sample(getrandbits, _TOPS, k.top_menus))
+        self._top = [self._add_node(NODE_TOP, _TOP_TOKENS[t]) for t in tops]
+        sub_words = _sample(getrandbits, _SUB_TOKENS, len(SUB_WORDS))
+        self._d_label = _sample(getrandbits, _DIALOG_TOKENS, k.dialogs)
         self._d_path = []
         for dialog in range(k.dialogs):
             depth = k.menu_depth if dialog < k.goal_dialogs else 1 + int(rng.random() * k.menu_depth)
             self._d_path.append(self._place_opener(dialog, depth, k, sub_words, rng))
-        cap, children = k.items_per_menu, self._n_children
-        for node in range(len(self._n_kind)):
-            if self._n_kind[node] in (NODE_TOP, NODE_SUB):
-                words = rng.sample(COMMAND_WORDS, cap - len(children[node]))
-                children[node] += [self._add_node(NODE_COMMAND, TOKEN_ID[w]) for w in words]
-                rng.shuffle(children[node])
+        cap = k.items_per_menu
+        for node in range(len(kinds)):
+            if kinds[node] <= NODE_SUB:  # a top menu or a submenu: commands fill it up
+                items = children[node]
+                first = len(kinds)
+                for label in _sample(getrandbits, _COMMAND_TOKENS, cap - len(items)):
+                    kinds.append(NODE_COMMAND)
+                    labels.append(label)
+                    children.append([])
+                    dialogs.append(-1)
+                items += range(first, len(kinds))
+                _shuffle(getrandbits, items)
 
     def _place_opener(
-        self, dialog: int, depth: int, k: GUIKnobs, sub_words: list[str], rng: random.Random
+        self, dialog: int, depth: int, k: GUIKnobs, sub_words: list[int], rng: random.Random
     ) -> tuple[int, ...]:
         """Add the menu item opening ``dialog`` ``depth`` menus deep; the menu path to it."""
         cap, children = k.items_per_menu, self._n_children
@@ -99,8 +121,9 @@ class GUIApp:
                 return tuple(path)
         raise RuntimeError(f"no room for dialog {dialog} in the menus of {k}")
 
-    def _descend(self, depth: int, cap: int, sub_words: list[str], rng: random.Random) -> list[int]:
-        """A random menu path of up to ``depth`` menus, entering or adding submenus (pops ``sub_words``)."""
+    def _descend(self, depth: int, cap: int, sub_words: list[int], rng: random.Random) -> list[int]:
+        """A random menu path of up to ``depth`` menus, entering or adding submenus (pops the
+        submenu labels ``sub_words``)."""
         children = self._n_children
         node = self._top[int(rng.random() * len(self._top))]
         path = [node]
@@ -110,7 +133,7 @@ class GUIApp:
             if subs and (not room or rng.random() < 0.5):
                 node = subs[int(rng.random() * len(subs))]
             elif room and sub_words:
-                sub = self._add_node(NODE_SUB, TOKEN_ID[sub_words.pop()])
+                sub = self._add_node(NODE_SUB, sub_words.pop())
                 children[node].append(sub)
                 node = sub
             else:
@@ -119,32 +142,36 @@ class GUIApp:
         return path
 
     def _build_dialogs(self, k: GUIKnobs, rng: random.Random) -> None:
-        self._d_tabs = [[TOKEN_ID[w] for w in rng.sample(TAB_WORDS, k.tabs)] for _ in range(k.dialogs)]
-        self._d_pages = []
+        getrandbits, rand = rng.getrandbits, rng.random
+        self._d_tabs = [_sample(getrandbits, _TAB_TOKENS, k.tabs) for _ in range(k.dialogs)]
+        controls, pages = k.controls, k.dialogs * k.tabs
+        count = pages * controls
+        self._d_pages = [
+            [
+                list(range(start, start + controls))
+                for start in range(first, first + k.tabs * controls, controls)
+            ]
+            for first in range(0, count, k.tabs * controls)
+        ]
         self._zeros = [(0,) * k.tabs] * k.dialogs
-        labels = rng.sample(range(len(LABEL_A) * len(LABEL_B)), k.dialogs * k.tabs * k.controls)
-        self._c_kind = []
-        self._c_label = []
-        self._c_row = []
-        self._c_page = []
-        self._initial = []
-        for _dialog in range(k.dialogs):
-            pages = []
-            for page in range(k.tabs):
-                ids = []
-                for row in range(k.controls):
-                    c = len(self._c_kind)
-                    a, b = divmod(labels[c], len(LABEL_B))
-                    u = rng.random()
-                    kind = KIND_CHECK if u < 0.5 else KIND_NUMBER if u < 0.8 else KIND_WORD
-                    self._c_kind.append(kind)
-                    self._c_label.append((TOKEN_ID[LABEL_A[a]], TOKEN_ID[LABEL_B[b]]))
-                    self._c_row.append(row)
-                    self._c_page.append(page)
-                    self._initial.append(_random_value(kind, rng))
-                    ids.append(c)
-                pages.append(ids)
-            self._d_pages.append(pages)
+        self._c_label = [_LABEL_TOKENS[x] for x in _sample(getrandbits, _LABELS, count)]
+        self._c_row = list(range(controls)) * pages
+        self._c_page = [page for page in range(k.tabs) for _ in range(controls)] * k.dialogs
+        # each control's kind, then its value (_random_value, inlined: a world has up to 160)
+        kinds: list[int] = []
+        values: list[int] = []
+        self._c_kind, self._initial = kinds, values
+        for _ in range(count):
+            u = rand()
+            if u < 0.5:
+                kinds.append(KIND_CHECK)
+                values.append(ON if rand() < 0.5 else OFF)
+            elif u < 0.8:
+                kinds.append(KIND_NUMBER)
+                values.append(VALUE_TOKENS[int(rand() * len(NUMBERS))])
+            else:
+                kinds.append(KIND_WORD)
+                values.append(VALUE_TOKENS[len(NUMBERS) + int(rand() * len(WORDS))])
 
     def _place_goals(self, k: GUIKnobs, rng: random.Random) -> None:
         self._g_control = []
@@ -169,8 +196,52 @@ class GUIApp:
             self._g_target.append(target)
             self._g_dialog.append(dialog)
         self._goal_of = {c: g for g, c in enumerate(self._g_control)}
-        self._d_goals = [[g for g in range(k.goals) if self._g_dialog[g] == d] for d in range(k.dialogs)]
-        self._d_mask = [sum(1 << g for g in goals) for goals in self._d_goals]
+        self._d_goals = [[] for _ in range(k.dialogs)]
+        self._d_mask = [0] * k.dialogs
+        for g, dialog in enumerate(self._g_dialog):
+            self._d_goals[dialog].append(g)
+            self._d_mask[dialog] |= 1 << g
+
+
+def _sample(getrandbits: Callable[[int], int], population: Sequence[T], k: int) -> list[T]:
+    """``random.Random.sample(population, k)`` of the generator whose ``getrandbits`` this is: the
+    same draws, the same result (CPython's algorithm, with its ``_randbelow`` inlined, since a
+    world draws a dozen samples)."""
+    n = len(population)
+    setsize = 21  # the size of a small set minus that of an empty list
+    if k > 5:
+        setsize += 4 ** math.ceil(math.log(k * 3, 4))
+    result = []
+    if n <= setsize:  # a pool of the population
+        pool = list(population)
+        for i in range(k):
+            m = n - i
+            bits = m.bit_length()
+            j = getrandbits(bits)
+            while j >= m:
+                j = getrandbits(bits)
+            result.append(pool[j])
+            pool[j] = pool[m - 1]
+    else:  # a set of the indices drawn
+        selected: set[int] = set()
+        bits = n.bit_length()
+        for _ in range(k):
+            j = getrandbits(bits)
+            while j >= n or j in selected:
+                j = getrandbits(bits)
+            selected.add(j)
+            result.append(population[j])
+    return result
+
+
+def _shuffle(getrandbits: Callable[[int], int], x: list[Any]) -> None:
+    """``random.Random.shuffle(x)`` of the generator whose ``getrandbits`` this is (same draws)."""
+    for i in range(len(x) - 1, 0, -1):
+        bits = (i + 1).bit_length()
+        j = getrandbits(bits)
+        while j > i:
+            j = getrandbits(bits)
+        x[i], x[j] = x[j], x[i]
 
 
 def _random_value(kind: int, rng: random.Random) -> int:
