@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import gymnasium as gym
@@ -279,3 +280,36 @@ def test_every_array_state_env_runs_disabled_autoreset_as_the_lean_loop(
         episodes += int(done.sum())
     assert episodes >= 50  # 72-110 measured
     assert ours.get_attr("task") == theirs.get_attr("task")
+
+
+#: Digests of :func:`_world_digest`: every family's worlds as generated before the generators
+#: were made faster (same draws, same worlds); a change of any world shows here.
+WORLD_DIGESTS = {
+    "RLA-TextNav-v0": "ac2f39e386bff799",
+    "RLA-Household-v0": "b591782c0f2239fb",
+    "RLA-GUI-v0": "fdf7298486e9392f",
+    "RLA-Reason-v0": "00d7c6f2759d1c84",
+}
+
+
+def _world_digest(env_id: str) -> str:
+    """A digest of the first observation (tokens, masks, text), oracle, optimal length and budget
+    of 225 tasks spread over the difficulties."""
+    env = gym.make(env_id).unwrapped
+    text = gym.make(env_id, obs_mode="text").unwrapped
+    digest = hashlib.sha256()
+    for d in (0.0, 0.1, 0.25, 0.4, 0.5, 0.6, 0.75, 0.9, 1.0):
+        for seed in range(25):
+            task = Task(env_id, d, 1000 + 37 * seed)
+            obs, info = env.reset(options={"task": task})
+            digest.update(
+                obs["tokens"].tobytes() + obs["action_mask"].tobytes() + info["oracle_mask"].tobytes()
+            )
+            digest.update(np.array([info["optimal_len"], info["step_budget"]]).tobytes())
+            digest.update(text.reset(options={"task": task})[0].encode())
+    return digest.hexdigest()[:16]
+
+
+@pytest.mark.parametrize("env_id", rla_gym.ENV_IDS)
+def test_generated_worlds_stay_what_they_were(env_id: str) -> None:
+    assert _world_digest(env_id) == WORLD_DIGESTS[env_id]

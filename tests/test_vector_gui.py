@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -16,6 +18,7 @@ from vector_checks import (
 )
 
 from rla_gym.envs.gui import GUIEnv
+from rla_gym.envs.gui.app import _sample, _shuffle
 from rla_gym.envs.gui.layout import NODE_OPENER, OK_, TOKEN_LENGTH, WAIT_
 from rla_gym.envs.gui.vector import GUIVectorEnv
 from rla_gym.vector import RLAVectorEnv
@@ -137,3 +140,16 @@ def test_construction_modes_and_bad_input() -> None:
 def test_sub_envs_pinned_to_one_task_generate_it_once_and_copy_it() -> None:
     ours, theirs = _pair(AutoresetMode.SAME_STEP, n=8)
     check_shared_tasks_generated_once(ours, theirs, ENV_ID, 200, _actions)
+
+
+def test_inlined_sample_and_shuffle_draw_as_the_standard_library() -> None:
+    """The GUI generator's ``_sample`` and ``_shuffle`` give what ``random.Random.sample`` and
+    ``shuffle`` give, leaving the generator in the same state (both of its branches of sample)."""
+    for seed in range(200):
+        ours, theirs = random.Random(seed), random.Random(seed)
+        for population, k in ((range(8), 3), (tuple("abcdefgh"), 8), (range(225), 16), (range(225), 160)):
+            assert _sample(ours.getrandbits, population, k) == theirs.sample(population, k)
+        items, expected = list(range(seed % 9)), list(range(seed % 9))
+        _shuffle(ours.getrandbits, items)
+        theirs.shuffle(expected)
+        assert items == expected and ours.random() == theirs.random()
