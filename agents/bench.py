@@ -19,12 +19,14 @@ import platform
 import time
 import tomllib
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from agents.atomic import write_text_atomic
+from agents.evaluation import DENSE_LEVELS
 from agents.fields import described
 from agents.loop import ALGOS, LoopSettings, apply_preset, from_loop, validate_settings
 from agents.loop_runtime import MODE_FLAGS, MODES
@@ -70,8 +72,9 @@ class BenchSettings:
     seeds: int = described(5, "seeds per (env, mode, strategy)")
     steps: int = described(50_000, "env steps per run")
     eval_every: int = described(10_000, "env steps between evaluations")
-    eval_episodes: int = described(50, "held-out tasks per level and evaluation")
-    levels: tuple[float, ...] = described((0.25, 0.5, 0.75, 1.0), "evaluation difficulties")
+    eval_episodes: int = described(50, "held-out tasks per level in the evaluations during training")
+    final_eval_episodes: int = described(200, "held-out tasks per level in the final evaluation")
+    levels: tuple[float, ...] = described(DENSE_LEVELS, "evaluation difficulties")
     max_difficulty: float = from_loop("max_difficulty", 0.5)
     difficulty: float = from_loop("difficulty", 0.25)
     algo: str = from_loop("algo", "ppo")
@@ -169,7 +172,8 @@ def validate(settings: BenchSettings) -> None:
     from rla_gym.curricula import CURRICULA
 
     import_plugins(settings)
-    for name in ("seeds", "steps", "eval_every", "eval_episodes", "workers", "n_envs", "n_steps"):
+    counts = ("seeds", "steps", "eval_every", "eval_episodes", "final_eval_episodes", "workers")
+    for name in (*counts, "n_envs", "n_steps"):
         value = getattr(settings, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
@@ -189,6 +193,8 @@ def validate(settings: BenchSettings) -> None:
         raise ValueError(f"backend must be 'process' or 'ray', got {settings.backend!r}")
     for level in settings.levels:
         check_difficulty(level, "level")
+    if any(b <= a for a, b in zip(settings.levels[:-1], settings.levels[1:], strict=True)):
+        raise ValueError(f"levels must increase strictly, got {settings.levels!r}")
     for env in settings.envs:
         validate_settings(loop_settings(settings, RunSpec(env, settings.modes[0], "fixed", 0)))
 
@@ -269,22 +275,25 @@ def run_one(settings: BenchSettings, spec: RunSpec, position: int = 0) -> dict[s
     from tqdm import tqdm
 
     import rla_gym  # noqa: F401
+    from agents.evaluation import evaluate_batched, policy_batch_agent, run_metrics
     from agents.loop import build_loop
-    from agents.train import TrainSettings, evaluate_policy
 
     torch.set_num_threads(1)
     import_plugins(settings)
     start = time.perf_counter()
     loop_config = loop_settings(settings, spec)
     model, loop = build_loop(loop_config)
-    eval_config = TrainSettings(**dataclasses.asdict(loop_config), eval_episodes=settings.eval_episodes)
+    masked = loop_config.algo.startswith("maskable")
     evaluations: list[dict[str, Any]] = []
 
-    def evaluate_now() -> None:
-        rows = evaluate_policy(model, eval_config, tuple(settings.levels))
-        evaluations.append(
-            {"step": int(model.num_timesteps), "success": {r["difficulty"]: r["success"] for r in rows}}
-        )
+    def evaluate_now(tasks: int) -> None:
+        """Both policies on the same held-out tasks: stochastic (``success``) and greedy."""
+        entry: dict[str, Any] = {"step": int(model.num_timesteps), "tasks": tasks, "policy": "stochastic"}
+        for key, deterministic in (("success", False), ("success_greedy", True)):
+            agent = policy_batch_agent(model, masked, deterministic)
+            rows = evaluate_batched(spec.env, agent, settings.levels, tasks)
+            entry[key] = {r["difficulty"]: r["success"] for r in rows}
+        evaluations.append(entry)
 
     class Periodic(BaseCallback):
         def _on_step(self) -> bool:
@@ -294,14 +303,14 @@ def run_one(settings: BenchSettings, spec: RunSpec, position: int = 0) -> dict[s
         def _on_rollout_start(self) -> None:  # after the previous rollout's update
             bar.refresh()
             if self.model.num_timesteps >= settings.eval_every * len(evaluations):
-                evaluate_now()
+                evaluate_now(settings.eval_episodes)
 
     prm = loop.reward_env.prm
     rm_before = None if prm is None else rm_heldout_metrics(prm, spec.env, settings.levels, spec.seed)
-    evaluate_now()
+    evaluate_now(settings.final_eval_episodes)  # paired with the final one: the Before row
     with tqdm(total=settings.steps, desc=spec.run_id, position=position, leave=False, unit="step") as bar:
         model.learn(settings.steps, callback=CallbackList([loop, Periodic()]))
-    evaluate_now()
+    evaluate_now(settings.final_eval_episodes)
     rm_after = None if prm is None else rm_heldout_metrics(prm, spec.env, settings.levels, spec.seed)
     history = [
         {"step": int(row["loop/timesteps"]), **{k: row[k] for k in HISTORY_KEYS if k in row}}
@@ -311,6 +320,14 @@ def run_one(settings: BenchSettings, spec: RunSpec, position: int = 0) -> dict[s
         "spec": dataclasses.asdict(spec),
         "settings": {k: v for k, v in dataclasses.asdict(settings).items() if k not in ("out", "config")},
         "evaluations": evaluations,
+        "metrics": {
+            key: run_metrics(
+                settings.levels,
+                [evaluations[-1][key][lv] for lv in settings.levels],
+                curve=[(e["step"], area_under_levels(e[key], settings.levels)) for e in evaluations],
+            )
+            for key in ("success", "success_greedy")
+        },
         "rm_before": rm_before,
         "rm_after": rm_after,
         "history": history,
@@ -318,6 +335,35 @@ def run_one(settings: BenchSettings, spec: RunSpec, position: int = 0) -> dict[s
         "versions": versions(),
     }
     return record
+
+
+def write_references(out: Path, settings: BenchSettings) -> dict[str, Any]:
+    """``references.json``: per env, the success per level of random admissible commands and of
+    the exact oracle on the final evaluation's held-out tasks (scores are normalised between
+    them). Kept when it already holds every env at these levels and tasks."""
+    from agents.evaluation import evaluate_batched, oracle_batch_agent, random_batch_agent
+
+    path = out / "references.json"
+    references: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+    grid = [str(float(level)) for level in settings.levels]
+    for env in settings.envs:
+        known = references.get(env, {})
+        if known.get("tasks") == settings.final_eval_episodes and list(known.get("random", {})) == grid:
+            continue
+        entry: dict[str, Any] = {"tasks": settings.final_eval_episodes}
+        for name, agent in (("random", random_batch_agent(0)), ("oracle", oracle_batch_agent(0))):
+            rows = evaluate_batched(env, agent, settings.levels, settings.final_eval_episodes)
+            entry[name] = {str(r["difficulty"]): r["success"] for r in rows}
+        references[env] = entry
+    write_json_atomic(path, references)
+    return references
+
+
+def area_under_levels(success: dict[float, float], levels: Sequence[float]) -> float:
+    """One evaluation's area under success against difficulty (its mean success over the grid)."""
+    from agents.evaluation import area_under
+
+    return area_under(levels, [success[lv] for lv in levels], "levels")
 
 
 def versions() -> dict[str, str]:
@@ -464,6 +510,7 @@ def bench(settings: BenchSettings) -> dict[str, Any]:
     for spec in pending:  # a crashed run is retried by the next invocation
         (out / "runs" / f"{spec.run_id}.error.txt").unlink(missing_ok=True)
     start = time.perf_counter()
+    write_references(out, settings)
     # the invocation is on record from its start, so a killed one is visible too
     log_path = out / "invocations.json"
     log = json.loads(log_path.read_text()) if log_path.exists() else []

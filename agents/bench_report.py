@@ -73,9 +73,11 @@ def train_success(run: dict[str, Any]) -> float:
     return float(np.mean(values)) if values else math.nan
 
 
-def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
+def summarize(runs: list[dict[str, Any]], references: dict[str, Any] | None = None) -> dict[str, Any]:
     """Ablation rows, strategy rows (mode env) and per-env means, as plain data.
 
+    ``references`` (``references.json`` of the bench: per env, the random and oracle policies'
+    success per level) adds each run's area under success-vs-difficulty normalised between them.
     The result does not depend on the order of ``runs``: they are sorted by spec first, so
     the bootstrap resamples the same strata in the same order.
     """
@@ -121,6 +123,10 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         cell["in_domain"].append(score(run["evaluations"][-1], inside))
         cell["ood"].append(score(run["evaluations"][-1], outside))
         cell["train_success"].append(train_success(run))
+        metrics = run.get("metrics", {}).get("success", {})  # the stochastic policy's
+        cell["d50"].append(metrics.get("d50", math.nan))
+        cell["auc"].append(metrics.get("auc_difficulty", math.nan))
+        cell["auc_normalised"].append(_normalised_auc(run, references))
     return {
         "ablation": {k: ablation[k] for k in (*ROW_ORDER, *sorted(ablation)) if k in ablation},
         "strategies": dict(sorted(strategies.items(), key=lambda kv: -np.nan_to_num(kv[1]["in_domain"][0]))),
@@ -129,6 +135,24 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
             for k, cell in sorted(per_env.items())
         },
     }
+
+
+def _normalised_auc(run: dict[str, Any], references: dict[str, Any] | None) -> float:
+    """The run's final area under success-vs-difficulty, 0 at the random policy, 1 at the oracle."""
+    from agents.evaluation import area_under, normalise
+
+    reference = (references or {}).get(run["spec"]["env"])
+    if reference is None or "metrics" not in run:
+        return math.nan
+    final = run["evaluations"][-1]["success"]
+    if set(final) != set(reference["random"]):
+        return math.nan  # other levels than the references'
+    levels = sorted(final, key=float)
+    area = {
+        name: area_under([float(lv) for lv in levels], [values[lv] for lv in levels], "levels")
+        for name, values in (("run", final), ("random", reference["random"]), ("oracle", reference["oracle"]))
+    }
+    return normalise(area["run"], area["random"], area["oracle"])
 
 
 def _cell(triple: Any) -> str:
@@ -178,12 +202,13 @@ def markdown(summary: dict[str, Any]) -> str:
         "",
         "## Per env (mean over seeds)",
         "",
-        "| env | row | in-domain | OOD | training success |",
-        "|---|---|---:|---:|---:|",
+        "| env | row | in-domain | OOD | d50 | area under success vs d | normalised | training success |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for key, cell in summary["per_env"].items():
         env, row = key.split(" / ", 1)
-        scores = f"{cell['in_domain']:.2f} | {cell['ood']:.2f} | {_number(cell['train_success'])}"
+        extra = " | ".join(_number(cell.get(k, math.nan)) for k in ("d50", "auc", "auc_normalised"))
+        scores = f"{cell['in_domain']:.2f} | {cell['ood']:.2f} | {extra} | {_number(cell['train_success'])}"
         lines.append(f"| {env} | {row} | {scores} |")
     return "\n".join(lines) + "\n"
 
@@ -208,7 +233,8 @@ def write_report(out: Path, run_ids: Sequence[str]) -> dict[str, Any]:
     """evals.csv, summary.json, summary.md and (with matplotlib) the PNG figures."""
     runs = sorted(load_runs(out, run_ids), key=_spec_key)
     write_tidy_csv(out / "evals.csv", runs)
-    summary = summarize(runs)
+    path = out / "references.json"
+    summary = summarize(runs, json.loads(path.read_text()) if path.exists() else None)
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     (out / "summary.md").write_text(markdown(summary))
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import sys
 import types
 import typing
@@ -14,6 +15,7 @@ from typing import Any
 import gymnasium as gym
 
 from agents.fields import described
+from rla_gym.core import check_difficulty
 
 
 @dataclasses.dataclass
@@ -113,7 +115,10 @@ class EvalSettings:
     run: str = described(
         "latest", "run directory of rla train (latest: the newest under runs/; empty: the LLM policies only)"
     )
-    episodes: int = described(100, "held-out tasks per difficulty")
+    episodes: int = described(200, "held-out tasks per difficulty (the same for every run: paired)")
+    levels: tuple[float, ...] = described(
+        tuple(round(0.1 * k, 1) for k in range(11)), "difficulties (the protocol's grid: 0 to 1 by 0.1)"
+    )
     llm: tuple[str, ...] = described(
         (),
         "LLM policies on the same tasks: scripted:oracle, scripted:random, hf:PATH, openai:URL:MODEL",
@@ -141,6 +146,16 @@ def _print_evaluation(rows: list[dict[str, float]]) -> None:
             f"{row['difficulty']:>10.2f} {row['success']:>10.2f} {row['success_greedy']:>7.2f}"
             f" {row['mean_length']:>11.1f}"
         )
+    if len(rows) > 1:
+        from agents.evaluation import run_metrics
+
+        levels = [row["difficulty"] for row in rows]
+        for name, key in (("stochastic", "success"), ("greedy", "success_greedy")):
+            metrics = run_metrics(levels, [row[key] for row in rows])
+            print(
+                f"{name}: frontier d50 {metrics['d50']:.2f}, "
+                f"area under success vs difficulty {metrics['auc_difficulty']:.2f}"
+            )
 
 
 def train_command(settings: Any) -> dict[str, Any]:
@@ -183,17 +198,22 @@ def _print_comparison(rows: list[dict[str, Any]], env_id: str, episodes: int) ->
 def eval_command(settings: EvalSettings) -> list[dict[str, Any]]:
     """Held-out success of a trained run and of LLM policies, on the same tasks."""
     try:
-        from agents.train import EVAL_LEVELS, evaluate_both, load_run
+        from agents.train import evaluate_both, load_run
     except ImportError as error:
         raise _needs_train_extra("eval") from error
     if settings.episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {settings.episodes}")
+    levels = tuple(check_difficulty(level, "level") for level in settings.levels)
+    if not levels or any(b <= a for a, b in itertools.pairwise(levels)):
+        raise ValueError(
+            f"levels must be at least one difficulty, increasing strictly, got {settings.levels!r}"
+        )
     if not settings.run and not settings.llm:
         raise ValueError("nothing to evaluate: give --run, --llm or both")
     if not settings.llm:
         model, run = load_run(_resolve_run(settings.run))
         run.eval_episodes = settings.episodes
-        run_rows = evaluate_both(model, run)
+        run_rows = evaluate_both(model, run, levels)
         _print_evaluation(run_rows)
         return list(run_rows)
     from agents.llm.evaluate import evaluate_llm, policy_from_spec
@@ -211,12 +231,14 @@ def eval_command(settings: EvalSettings) -> list[dict[str, Any]]:
         if env_id and env_id != run.env:
             raise ValueError(f"--env {env_id} differs from the run's env {run.env}")
         env_id, run.eval_episodes = run.env, settings.episodes
-        rows += [{"policy": f"{run.algo}: {settings.run}", **row} for row in evaluate_both(model, run)]
+        rows += [
+            {"policy": f"{run.algo}: {settings.run}", **row} for row in evaluate_both(model, run, levels)
+        ]
     elif not env_id:
         raise ValueError("an LLM-only evaluation needs --env")
     _make_rla_env(env_id).close()
     for policy in policies:
-        rows += evaluate_llm(policy, env_id, EVAL_LEVELS, settings.episodes)
+        rows += evaluate_llm(policy, env_id, levels, settings.episodes)
     _print_comparison(rows, env_id, settings.episodes)
     return rows
 

@@ -298,11 +298,28 @@ def policy_agent(model: Any, masked: bool, deterministic: bool = True) -> Any:
 
 
 def evaluate_policy(
-    model: Any, settings: TrainSettings, levels: tuple[float, ...] = EVAL_LEVELS, deterministic: bool = True
+    model: Any,
+    settings: TrainSettings,
+    levels: tuple[float, ...] = EVAL_LEVELS,
+    deterministic: bool = True,
+    *,
+    batched: bool = True,
 ) -> list[dict[str, float]]:
-    """Held-out success at fixed difficulties: greedy, or stochastic with ``deterministic=False``."""
+    """Held-out success at fixed difficulties: greedy, or stochastic with ``deterministic=False``.
+
+    ``batched`` (the default) runs every held-out task of every level at once on the suite's
+    vector env (:func:`agents.evaluation.evaluate_batched`); ``False`` runs one episode at a time.
+    Both play the same tasks; the greedy policy's results are identical.
+    """
+    masked = settings.algo.startswith("maskable")
+    if batched:
+        from agents.evaluation import evaluate_batched, policy_batch_agent
+
+        agent_batch = policy_batch_agent(model, masked, deterministic)
+        rows = evaluate_batched(settings.env, agent_batch, levels, settings.eval_episodes)
+        return [{k: r[k] for k in ("difficulty", "success", "mean_length")} for r in rows]
     env = gym.make(settings.env)
-    agent = policy_agent(model, settings.algo.startswith("maskable"), deterministic)
+    agent = policy_agent(model, masked, deterministic)
     rows = []
     for level in levels:
         result = evaluate(env, agent, level, heldout_seeds(settings.eval_episodes))

@@ -15,6 +15,7 @@ from agents.bench import BenchSettings, RunSpec, empirical_precision, load_confi
 from agents.bench_records import iqm, iqm_ci
 from agents.bench_report import markdown, summarize
 from agents.cli import main
+from agents.evaluation import DENSE_LEVELS, frontier_d50
 from rla_gym.core import HELDOUT_SEED_START
 from rla_gym.curricula import CURRICULA
 from rla_gym.evaluation import heldout_seeds
@@ -101,11 +102,25 @@ def test_summary_rows_and_markdown_from_run_records() -> None:
     text = markdown(summary)
     assert "| + Env | 0.60 [0.60, 0.60] | 0.10 [0.10, 0.10] | 0.700 |" in text
     assert "| task-pool | 0.60 [0.60, 0.60] | 0.10 [0.10, 0.10] | 0.30 | 0.60 | 3 |" in text
-    assert "| A | Outcome-only | 0.10 | 0.00 | 0.60 |" in text
+    assert "| A | Outcome-only | 0.10 | 0.00 | - | - | - | 0.60 |" in text  # records without metrics
     oracle = [_run("A", "oracle", "fixed", s, {"0.25": 0.5, "0.5": 0.1, "1.0": 0.0}, None) for s in range(3)]
     assert list(summarize(runs + oracle)["ablation"])[-1] == "Oracle votes (not the method)"
     fixed_env_only = markdown(summarize(runs[:3]))
     assert "Curriculum strategies" not in fixed_env_only and "| A | Outcome-only |" in fixed_env_only
+
+
+def test_per_env_rows_carry_the_frontier_and_the_area_normalised_between_random_and_oracle() -> None:
+    final = {"0.25": 0.8, "0.5": 0.4, "1.0": 0.1}
+    runs = [_run("A", "env", "task-pool", s, final, 0.7) for s in range(2)]
+    for run in runs:
+        run["metrics"] = {"success": {"d50": 0.375, "auc_difficulty": 0.3667}}
+    references = {"A": {"random": {"0.25": 0.2, "0.5": 0.0, "1.0": 0.0}, "oracle": dict.fromkeys(final, 1.0)}}
+    cell = summarize(runs, references)["per_env"]["A / + Env"]
+    run_area, random_area = (0.15 + 0.125) / 0.75, 0.025 / 0.75  # trapezoids over 0.25, 0.5, 1
+    assert cell["auc_normalised"] == pytest.approx((run_area - random_area) / (1 - random_area))
+    assert cell["d50"] == 0.375 and cell["auc"] == 0.3667
+    assert "| A | + Env | 0.60 | 0.10 | 0.38 | 0.37 | 0.34 | 0.60 |" in markdown(summarize(runs, references))
+    assert math.isnan(summarize(runs)["per_env"]["A / + Env"]["auc_normalised"])  # no references
 
 
 def test_summary_does_not_depend_on_the_order_of_the_runs() -> None:
@@ -142,6 +157,8 @@ def test_report_can_be_rewritten_from_the_finished_runs(tmp_path: Path, capsys) 
         ({"strategies": ("magic",)}, "strategy must be one of .* got 'magic'"),
         ({"backend": "slurm"}, "backend must be 'process' or 'ray', got 'slurm'"),
         ({"levels": (0.5, 1.5)}, "level must be in \\[0, 1\\], got 1.5"),
+        ({"levels": (0.5, 0.25)}, "levels must increase strictly, got \\(0.5, 0.25\\)"),
+        ({"final_eval_episodes": 0}, "final_eval_episodes must be an integer >= 1, got 0"),
         ({"difficulty": 0.8}, "difficulty 0.8 is above max_difficulty 0.5"),
         ({"envs": ("CartPole-v1",)}, "'CartPole-v1' is not an rla-gym environment"),
     ],
@@ -177,7 +194,8 @@ def test_config_file_fills_settings_and_flags_win(tmp_path: Path) -> None:
         load_config(BenchSettings(config=str(config)))
 
 
-TINY = ["--steps", "1024", "--eval-every", "512", "--eval-episodes", "4", "--n-envs", "2", "--n-steps", "256"]
+TINY = ["--steps", "1024", "--eval-every", "512", "--eval-episodes", "4", "--final-eval-episodes", "6",
+        "--n-envs", "2", "--n-steps", "256"]  # fmt: skip
 
 
 @pytest.mark.slow
@@ -198,6 +216,15 @@ def test_rla_bench_runs_reports_resumes_and_survives_a_crash(tmp_path: Path, cap
     assert "RLA-OnlyInTheParent-v0__env__task-pool__s0.error.txt" in runs
     record = json.loads((out / "runs" / "RLA-TextNav-v0__env__task-pool__s0.json").read_text())
     assert [e["step"] for e in record["evaluations"]] == [0, 512, 1024]
+    # the protocol: the dense grid, both policies on the same tasks, more tasks first and last
+    assert [e["tasks"] for e in record["evaluations"]] == [6, 4, 6]
+    grid = [str(level) for level in DENSE_LEVELS]
+    for evaluation in record["evaluations"]:
+        assert evaluation["policy"] == "stochastic"
+        assert list(evaluation["success"]) == grid and list(evaluation["success_greedy"]) == grid
+    final = [record["evaluations"][-1]["success"][level] for level in grid]
+    assert record["metrics"]["success"]["d50"] == pytest.approx(frontier_d50(DENSE_LEVELS, final))
+    assert set(record["metrics"]["success_greedy"]) == {"d50", "auc_difficulty", "auc_learning"}
     assert record["rm_after"]["precision"] and record["history"]
     for name in ("evals.csv", "summary.json", "summary.md", "curves.png", "difficulty.png", "precision.png"):
         assert (out / name).stat().st_size > 0, name

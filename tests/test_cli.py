@@ -108,13 +108,21 @@ def test_eval_takes_llm_policies_on_the_same_tasks(capsys) -> None:
     )
     out = capsys.readouterr().out
     assert out.startswith("RLA-GUI-v0: held-out success on 2 tasks per difficulty")
-    assert out.count("scripted:oracle") == 5  # one row per evaluation level
+    assert out.count("scripted:oracle") == 11  # one row per level of the protocol's grid
+    assert main(["eval", "--run", "", "--env", "RLA-GUI-v0", "--episodes", "2", "--levels", "0.2", "0.6",
+                 "--llm", "scripted:oracle"]) == 0  # fmt: skip
+    assert capsys.readouterr().out.count("scripted:oracle") == 2
 
 
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
         (["eval", "--run", ""], "nothing to evaluate: give --run, --llm or both"),
+        (
+            ["eval", "--run", "", "--levels", "0.5", "0.2"],
+            "levels must be at least one difficulty, increasing strictly",
+        ),
+        (["eval", "--run", "", "--levels", "1.5"], "level must be in [0, 1], got 1.5"),
         (["eval", "--run", "", "--llm", "scripted:oracle"], "an LLM-only evaluation needs --env"),
         (
             ["eval", "--run", "", "--env", "RLA-TextNav-v0", "--llm", "gpt"],
