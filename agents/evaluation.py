@@ -137,7 +137,7 @@ def frontier_d50(levels: Sequence[float], success: Sequence[float]) -> float:
     level that reaches 0.5 and the next one; 0.0 when even the easiest level is below 0.5.
 
     Examples:
-        >>> frontier_d50([0.0, 0.1, 0.2, 0.3], [1.0, 0.8, 0.4, 0.0])
+        >>> round(frontier_d50([0.0, 0.1, 0.2, 0.3], [1.0, 0.8, 0.4, 0.0]), 3)
         0.175
     """
     x, y = _curve(levels, success, "levels")
