@@ -128,6 +128,11 @@ class LoopSettings:
     max_difficulty: float = described(1.0, "curricula stay within [0, this]")
     seed: int = described(0, "seed of the run")
     device: str = described("auto", "torch device: auto (CUDA when there is one), cpu, cuda[:N]")
+    history: int = described(
+        0,
+        "observations and actions the policy sees (0: the current observation only; k: the last k "
+        "of each, agents.history; PPO, A2C, MaskablePPO)",
+    )
     preset: str = described(
         "", f"settings bundle ({', '.join(PRESETS)}; fast: PPO on 128 batched envs); flags given with it win"
     )
@@ -165,6 +170,13 @@ def validate_settings(settings: LoopSettings) -> None:
             raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
     if settings.algo not in ALGOS:
         raise ValueError(f"algo must be one of {ALGOS}, got {settings.algo!r}")
+    if isinstance(settings.history, bool) or not isinstance(settings.history, int) or settings.history < 0:
+        raise ValueError(f"history must be an integer >= 0 (0: no history), got {settings.history!r}")
+    if settings.history and settings.algo in GROUP_ALGOS:
+        raise ValueError(
+            f"history {settings.history} is for ppo, a2c and maskable-ppo: {settings.algo} steps its envs "
+            "itself and keeps no history (leave history 0)"
+        )
     if settings.algo in GROUP_ALGOS:
         from agents.grpo import keeps_group
 
@@ -286,7 +298,9 @@ def build_loop(settings: LoopSettings) -> tuple[Any, RLAnythingCallback]:
     """An SB3 on-policy algorithm (``algo``: PPO, A2C or MaskablePPO) on the stack the mode asks for.
 
     Stack: ``make_vec_env`` -> :class:`IntegratedRewardVecEnv` -> ``CurriculumVecEnv``
-    (mode ``env``; other modes train at the fixed ``difficulty``).
+    (mode ``env``; other modes train at the fixed ``difficulty``) -> ``HistoryVecEnv``
+    (``history`` > 0: the policy sees the last ``history`` observations and actions; the PRM
+    and the curriculum see the env's own observations and episodes).
     """
     from stable_baselines3.common.env_util import make_vec_env
 
@@ -324,7 +338,12 @@ def build_loop(settings: LoopSettings) -> tuple[Any, RLAnythingCallback]:
         model = _group_algorithm(settings, venv, reward_env, curriculum)
     else:
         top = CurriculumVecEnv(reward_env, curriculum)
-        model = _algorithm(settings, top)
+        learner_env: VecEnv = top
+        if settings.history:
+            from agents.history import HistoryVecEnv
+
+            learner_env = HistoryVecEnv(top, settings.history)
+        model = _algorithm(settings, learner_env)
     trainer = None
     if prm is not None and flags.trains_prm:
         trainer = PRMTrainer(prm, settings.objective, lam=settings.lam, m=settings.m, seed=settings.seed)
