@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -117,9 +118,32 @@ def plot_precision(out: Path, runs: list[dict[str, Any]]) -> Path | None:
     return path
 
 
-def plot_all(out: Path, runs: list[dict[str, Any]]) -> list[Path]:
-    """Every figure that the runs have data for."""
+def plot_profiles(out: Path, profiles: dict[str, list[float]], taus: Sequence[float]) -> Path | None:
+    """``profiles.png``: per row, the share of runs whose normalised score exceeds tau."""
+    if not profiles:
+        return None
+    plt = _pyplot()
+    fig, axis = plt.subplots(figsize=(5.5, 3.5))
+    for label, shares in profiles.items():
+        axis.plot(taus, shares, label=label, drawstyle="steps-post")
+    axis.set(xlabel="normalised area under success vs difficulty (tau)", ylabel="share of runs > tau",
+             ylim=(-0.02, 1.02))  # fmt: skip
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    path = out / "profiles.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def plot_all(out: Path, runs: list[dict[str, Any]], summary: dict[str, Any] | None = None) -> list[Path]:
+    """Every figure that the runs (and the summary's performance profiles) have data for."""
     if not runs:
         return []
     paths = [plot_curves(out, runs), plot_difficulty(out, runs), plot_precision(out, runs)]
+    if summary and summary.get("profiles"):
+        from agents.bench_report import PROFILE_TAUS
+
+        paths.append(plot_profiles(out, summary["profiles"], PROFILE_TAUS))
     return [p for p in paths if p is not None]

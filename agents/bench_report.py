@@ -127,7 +127,16 @@ def summarize(runs: list[dict[str, Any]], references: dict[str, Any] | None = No
         cell["d50"].append(metrics.get("d50", math.nan))
         cell["auc"].append(metrics.get("auc_difficulty", math.nan))
         cell["auc_normalised"].append(_normalised_auc(run, references))
+    for env, reference in sorted((references or {}).items()):  # the Before row's random twin
+        own = [run for run in runs if run["spec"]["env"] == env]
+        if own and "random" in reference:
+            inside, outside = tiers({**own[0], "evaluations": [{"success": reference["random"]}]})
+            cell = per_env[f"{env} / Random policy"]
+            cell["in_domain"].append(score({"success": reference["random"]}, inside))
+            cell["ood"].append(score({"success": reference["random"]}, outside))
+            cell["auc_normalised"].append(0.0)
     return {
+        **comparisons(runs, references),
         "ablation": {k: ablation[k] for k in (*ROW_ORDER, *sorted(ablation)) if k in ablation},
         "strategies": dict(sorted(strategies.items(), key=lambda kv: -np.nan_to_num(kv[1]["in_domain"][0]))),
         "per_env": {
@@ -137,22 +146,55 @@ def summarize(runs: list[dict[str, Any]], references: dict[str, Any] | None = No
     }
 
 
-def _normalised_auc(run: dict[str, Any], references: dict[str, Any] | None) -> float:
-    """The run's final area under success-vs-difficulty, 0 at the random policy, 1 at the oracle."""
+def _normalised_auc(run: dict[str, Any], references: dict[str, Any] | None, evaluation: int = -1) -> float:
+    """An evaluation's area under success-vs-difficulty (the final one by default), 0 at the
+    random policy, 1 at the oracle; NaN without references at the run's levels."""
     from agents.evaluation import area_under, normalise
 
     reference = (references or {}).get(run["spec"]["env"])
-    if reference is None or "metrics" not in run:
+    if reference is None:
         return math.nan
-    final = run["evaluations"][-1]["success"]
-    if set(final) != set(reference["random"]):
+    success = run["evaluations"][evaluation]["success"]
+    if set(success) != set(reference["random"]) or len(success) < 2:
         return math.nan  # other levels than the references'
-    levels = sorted(final, key=float)
+    levels = sorted(success, key=float)
     area = {
         name: area_under([float(lv) for lv in levels], [values[lv] for lv in levels], "levels")
-        for name, values in (("run", final), ("random", reference["random"]), ("oracle", reference["oracle"]))
+        for name, values in (
+            ("run", success),
+            ("random", reference["random"]),
+            ("oracle", reference["oracle"]),
+        )
     }
     return normalise(area["run"], area["random"], area["oracle"])
+
+
+#: Thresholds of the performance profiles (share of runs whose normalised score exceeds each).
+PROFILE_TAUS = tuple(round(0.1 * k, 1) for k in range(11))
+
+
+def comparisons(runs: list[dict[str, Any]], references: dict[str, Any] | None) -> dict[str, Any]:
+    """The pre-declared paired comparisons (:mod:`agents.bench_stats`) on the runs' normalised
+    area under success-vs-difficulty, and each row's performance profile over those scores."""
+    from agents.bench_stats import ORDERING, compare, performance_profile, row_pairs
+
+    if not references:
+        return {"score": None, "comparisons": [], "profiles": {}}
+    rows = row_pairs(runs, row_label, lambda run: _normalised_auc(run, references))
+    first: dict[tuple[str, int], dict[str, Any]] = {}
+    for run in runs:  # every run of a seed starts from the same policy: one per (env, seed)
+        first.setdefault((run["spec"]["env"], run["spec"]["seed"]), run)
+    rows["Before training"] = {key: _normalised_auc(run, references, 0) for key, run in first.items()}
+    strategies = sorted(label for label in rows if label.startswith("+ Env ("))
+    declared = [*ORDERING, *(("+ Env", other) for other in strategies)]
+    return {
+        "score": "area under success vs difficulty, normalised between random (0) and oracle (1)",
+        "comparisons": compare(rows, declared),
+        "profiles": {
+            label: performance_profile(list(pairs.values()), PROFILE_TAUS)
+            for label, pairs in sorted(rows.items())
+        },
+    }
 
 
 def _cell(triple: Any) -> str:
@@ -198,6 +240,24 @@ def markdown(summary: dict[str, Any]) -> str:
             f"| {name} | {_cell(row['in_domain'])} | {_cell(row['ood'])} | "
             f"{row['final_train_difficulty']:.2f} | {_number(row['train_success'])} | {row['runs']} |"
         )
+    if summary.get("comparisons"):
+        lines += [
+            "",
+            "## Pre-declared comparisons (paired runs, Holm-corrected)",
+            "",
+            f"Score: {summary['score']}. Pairs: the (env, seed) both rows ran. A comparison resolves "
+            "when its Holm-adjusted p is below 0.05; one that does not cannot tell the rows apart "
+            "at this number of seeds.",
+            "",
+            "| comparison | pairs | mean difference [95% CI] | P(improvement) | p | Holm p | resolved |",
+            "|---|---:|---|---:|---:|---:|---|",
+        ]
+        for row in summary["comparisons"]:
+            interval = _cell((row["difference"], row["low"], row["high"]))
+            lines.append(
+                f"| {row['comparison']} | {row['pairs']} | {interval} | {_number(row['p_improvement'])} | "
+                f"{row['p']:.3f} | {row['p_holm']:.3f} | {'yes' if row['resolved'] else 'no'} |"
+            )
     lines += [
         "",
         "## Per env (mean over seeds)",
@@ -208,7 +268,8 @@ def markdown(summary: dict[str, Any]) -> str:
     for key, cell in summary["per_env"].items():
         env, row = key.split(" / ", 1)
         extra = " | ".join(_number(cell.get(k, math.nan)) for k in ("d50", "auc", "auc_normalised"))
-        scores = f"{cell['in_domain']:.2f} | {cell['ood']:.2f} | {extra} | {_number(cell['train_success'])}"
+        trained = _number(cell.get("train_success", math.nan))
+        scores = f"{cell['in_domain']:.2f} | {cell['ood']:.2f} | {extra} | {trained}"
         lines.append(f"| {env} | {row} | {scores} |")
     return "\n".join(lines) + "\n"
 
@@ -242,7 +303,7 @@ def write_report(out: Path, run_ids: Sequence[str]) -> dict[str, Any]:
     except ImportError:
         return summary
     with contextlib.suppress(ImportError):  # matplotlib (the plots extra) is missing: tables only
-        plot_all(out, runs)
+        plot_all(out, runs, summary)
     return summary
 
 

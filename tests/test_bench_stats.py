@@ -1,0 +1,128 @@
+"""Paired comparisons of bench rows (agents.bench_stats) and their place in the report."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from agents.bench_report import markdown, summarize
+from agents.bench_stats import (
+    compare,
+    holm,
+    paired,
+    paired_interval,
+    performance_profile,
+    probability_of_improvement,
+    sign_flip_p,
+)
+
+
+def test_sign_flip_p_is_exact_for_few_pairs_and_close_for_many() -> None:
+    d = [0.3, -0.1, 0.2, 0.4]
+    patterns = [np.dot(s, d) / 4 for s in itertools.product((1, -1), repeat=4)]
+    expected = np.mean(np.abs(patterns) >= abs(np.mean(d)) - 1e-12)
+    assert sign_flip_p(d) == pytest.approx(expected)
+    assert sign_flip_p([0.0, 0.0]) == 1.0
+    rng = np.random.default_rng(0)
+    shifted = rng.normal(0.5, 1.0, 40)
+    assert sign_flip_p(shifted) < 0.01  # 40 pairs, Monte Carlo: a real shift is found
+    assert sign_flip_p(rng.normal(0.0, 1.0, 40)) > 0.05
+    with pytest.raises(ValueError, match="differences must be"):
+        sign_flip_p([0.1, float("nan")])
+
+
+def test_holm_steps_down_and_keeps_order() -> None:
+    assert holm([0.01, 0.04, 0.03]) == [0.03, 0.06, 0.06]
+    assert holm([0.2, 0.01]) == [0.2, 0.02]
+    adjusted = holm([0.5, math.nan, 0.001])
+    assert adjusted[0] == 0.5 and math.isnan(adjusted[1]) and adjusted[2] == 0.002
+
+
+def test_pairs_improvement_and_interval() -> None:
+    x = {("A", 0): 0.5, ("A", 1): 0.7, ("B", 0): 0.2, ("B", 1): math.nan, ("C", 0): 1.0}
+    y = {("A", 0): 0.4, ("A", 1): 0.7, ("B", 0): 0.3, ("B", 1): 0.1}
+    by_env = paired(x, y)
+    assert by_env == {"A": [(0.5, 0.4), (0.7, 0.7)], "B": [(0.2, 0.3)]}  # NaN and unpaired dropped
+    assert probability_of_improvement(by_env) == pytest.approx((0.75 + 0.0) / 2)
+    point, low, high = paired_interval({"A": [(0.5, 0.4), (0.7, 0.7)], "B": [(0.2, 0.3), (0.4, 0.3)]})
+    assert point == pytest.approx(0.025) and low <= point <= high  # differences 0.1, 0, -0.1, 0.1
+    assert performance_profile([0.1, math.nan, 0.9], [0.0, 0.5]) == [1.0, 0.5]
+
+
+def test_compare_resolves_a_real_gap_and_not_noise() -> None:
+    rng = np.random.default_rng(1)
+    base = {(env, s): float(rng.random()) for env in "AB" for s in range(10)}
+    better = {k: v + 0.2 for k, v in base.items()}
+    noisy = {k: v + float(rng.normal(0, 0.2)) for k, v in base.items()}
+    rows = {"Outcome-only": base, "+ Env": better, "Policy": noisy}
+    results = compare(rows, [("+ Env", "Outcome-only"), ("Policy", "Outcome-only"), ("+ Reward", "Policy")])
+    assert [r["comparison"] for r in results] == ["+ Env vs Outcome-only", "Policy vs Outcome-only"]
+    gap, noise = results
+    assert gap["pairs"] == 20 and gap["difference"] == pytest.approx(0.2) and gap["resolved"]
+    assert gap["p_improvement"] == 1.0 and gap["low"] == pytest.approx(0.2)
+    assert not noise["resolved"] and noise["p_holm"] >= noise["p"]
+
+
+def _run(env: str, mode: str, strategy: str, seed: int, start: float, final: float) -> dict:
+    levels = ["0.0", "0.5", "1.0"]
+    return {
+        "spec": {"env": env, "mode": mode, "strategy": strategy, "seed": seed},
+        "settings": {"max_difficulty": 0.5},
+        "evaluations": [
+            {"step": 0, "success": dict.fromkeys(levels, start)},
+            {"step": 100, "success": {"0.0": final, "0.5": final / 2, "1.0": 0.0}},
+        ],
+        "metrics": {"success": {"d50": 0.1, "auc_difficulty": final / 2}},
+        "history": [],
+        "rm_before": None,
+        "rm_after": None,
+    }
+
+
+def test_the_report_carries_the_declared_comparisons_and_profiles() -> None:
+    runs = [_run(env, "outcome", "fixed", s, 0.1, 0.4 + 0.01 * s) for env in "AB" for s in range(6)]
+    runs += [_run(env, "env", "task-pool", s, 0.1, 0.8 + 0.01 * s) for env in "AB" for s in range(6)]
+    runs += [_run(env, "env", "plr", s, 0.1, 0.8 + 0.01 * s) for env in "AB" for s in range(6)]
+    references = {
+        env: {"random": {"0.0": 0.2, "0.5": 0.0, "1.0": 0.0}, "oracle": {"0.0": 1.0, "0.5": 1.0, "1.0": 1.0}}
+        for env in "AB"
+    }
+    summary = summarize(runs, references)
+    by_name = {r["comparison"]: r for r in summary["comparisons"]}
+    assert set(by_name) == {"+ Env vs Outcome-only", "+ Env vs + Env (plr)"}
+    assert by_name["+ Env vs Outcome-only"]["resolved"] and by_name["+ Env vs Outcome-only"]["pairs"] == 12
+    assert (
+        by_name["+ Env vs + Env (plr)"]["difference"] == 0 and not by_name["+ Env vs + Env (plr)"]["resolved"]
+    )
+    assert summary["profiles"]["+ Env"][0] == 1.0 and len(summary["profiles"]["Before training"]) == 11
+    text = markdown(summary)
+    assert "## Pre-declared comparisons (paired runs, Holm-corrected)" in text
+    assert "| + Env vs Outcome-only | 12 |" in text
+    assert "| A | Random policy | 0.10 | 0.00 | - | - | 0.00 | - |" in text
+    assert summarize(runs)["comparisons"] == []  # no references: no normalised score to compare
+
+
+def test_write_report_reads_the_references_and_draws_the_profiles(tmp_path) -> None:
+    import json
+
+    from agents.bench_report import write_report
+
+    runs = [_run("A", "outcome", "fixed", s, 0.1, 0.5) for s in range(3)]
+    runs += [_run("A", "env", "task-pool", s, 0.1, 0.5) for s in range(3)]
+    (tmp_path / "runs").mkdir()
+    ids = []
+    for run in runs:
+        spec = run["spec"]
+        ids.append(f"{spec['env']}__{spec['mode']}__{spec['strategy']}__s{spec['seed']}")
+        (tmp_path / "runs" / f"{ids[-1]}.json").write_text(json.dumps(run))
+    levels = {"0.0": 0.0, "0.5": 0.0, "1.0": 0.0}
+    (tmp_path / "references.json").write_text(
+        json.dumps({"A": {"random": levels, "oracle": dict.fromkeys(levels, 1.0)}})
+    )
+    summary = write_report(tmp_path, ids)
+    assert [r["comparison"] for r in summary["comparisons"]] == ["+ Env vs Outcome-only"]
+    assert "Pre-declared comparisons" in (tmp_path / "summary.md").read_text()
+    assert (tmp_path / "profiles.png").stat().st_size > 0
