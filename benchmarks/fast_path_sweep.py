@@ -14,12 +14,15 @@ by the process's CPU time (which other jobs on a shared machine disturb far less
 at a time, seed by seed, the configuration order reversed on every other seed so that a drift
 in the machine's load falls on all of them alike. ``--configs`` defaults to FINAL, the
 configurations of the 3-seed run; the rest of CONFIGS is the 1-seed screen that chose them
-(its tables are under ``screen`` in the committed results).
+(its tables are under ``screen`` in the committed results). CHEAPER are the configurations with
+the cheaper policy (encoder ``flatten-small``) and the lean loop ``agents.batched_ppo``, run on
+two seeds with ``--configs`` and ``--out benchmarks/results/fast_path_sweep_small.json``.
 
 A configuration is LoopSettings fields, plus an optional ``"model"`` dict of settings that
 LoopSettings does not expose (the learning rate; the group trainer's epochs, minibatch, KL
 coefficient and clip range, which the loop leaves at ``GroupPPO``'s defaults): those are set on
-the built model before ``learn``. Results: ``benchmarks/results/fast_path_sweep.json``.
+the built model before ``learn``; or ``{"batched_ppo": BatchedPPO's arguments}``.
+Results: ``benchmarks/results/fast_path_sweep.json``.
 """
 
 from __future__ import annotations
@@ -34,7 +37,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from training_throughput import result_row, run_parser  # a sibling: a script runs with its folder on sys.path
+from training_throughput import (
+    build,
+    result_row,
+    run_parser,
+)  # a sibling: a script runs with its folder on sys.path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results" / "fast_path_sweep.json"
@@ -48,6 +55,17 @@ def _ppo(n_envs: int, n_steps: int, batch: int, epochs: int, lr: float | None = 
     fields: dict[str, Any] = {"algo": "ppo", "vec_env": "batched", "n_envs": n_envs, "n_steps": n_steps,
                               "batch_size": batch, "n_epochs": epochs}  # fmt: skip
     return fields | ({"model": {"learning_rate": lr}} if lr else {})
+
+
+def _small(fields: dict[str, Any]) -> dict[str, Any]:
+    """The same configuration with the encoder flatten-small (and its one 64-unit layer per head)."""
+    return fields | {"encoder": "flatten-small"}
+
+
+def _batched(n_envs: int, n_steps: int, encoder: str = "flatten-small") -> dict[str, Any]:
+    """The lean loop agents.batched_ppo: minibatch 512, 4 epochs, lr 1e-3."""
+    return {"batched_ppo": {"n_envs": n_envs, "n_steps": n_steps, "batch_size": 512, "n_epochs": 4,
+                            "learning_rate": 1e-3, "encoder": encoder}}  # fmt: skip
 
 
 def _grpo(groups: int, size: int = 8, filter_: str = "all", **model: Any) -> dict[str, Any]:
@@ -103,6 +121,12 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "grpo-64x8-mixed-lr1e-3": _grpo(64, filter_="mixed", learning_rate=1e-3),
     "grpo-8x8": _grpo(8),
     "grpo-8x8-lr1e-3": _grpo(8, learning_rate=1e-3),
+    "ppo-128x8-mb512-e4-lr1e-3-small": _small(_ppo(128, 8, 512, 4, 1e-3)),
+    "ppo-128x8-mb512-e3-lr1e-3-small": _small(_ppo(128, 8, 512, 3, 1e-3)),
+    "ppo-256x4-mb512-e4-lr1e-3-small": _small(_ppo(256, 4, 512, 4, 1e-3)),
+    "batched-128x8-mb512-e4-lr1e-3": _batched(128, 8, "flatten"),
+    "batched-128x8-mb512-e4-lr1e-3-small": _batched(128, 8),
+    "batched-256x4-mb512-e4-lr1e-3-small": _batched(256, 4),
 }  # fmt: skip
 #: The configurations of the 3-seed run (the default of ``--configs``).
 FINAL = [
@@ -112,6 +136,10 @@ FINAL = [
     "ppo-64x16-mb256-e4-lr1e-3",
     "grpo-32x8-mixed-lr1e-3",
 ]
+
+
+#: The cheaper policy and the lean loop (two seeds; fast_path_sweep_small.json).
+CHEAPER = [name for name in CONFIGS if name.endswith("-small") or name.startswith("batched-")]
 
 
 def apply_model_settings(model: Any, settings: dict[str, Any]) -> None:
@@ -138,18 +166,12 @@ def apply_model_settings(model: Any, settings: dict[str, Any]) -> None:
 
 def run(name: str, seed: int, steps: int, difficulty: float) -> dict[str, Any]:
     """Train one configuration for ``steps`` env steps, then evaluate it on held-out tasks."""
-    from agents.loop import LoopSettings, build_loop
-
-    fields = {"mode": "outcome", **CONFIGS[name]}
+    fields = dict(CONFIGS[name])
     model_settings = fields.pop("model", {})
-    settings = LoopSettings(
-        env="RLA-TextNav-v0", difficulty=difficulty, max_difficulty=difficulty, seed=seed, device="cpu",
-        **fields,
-    )  # fmt: skip
-    model, loop = build_loop(settings)
+    model, settings, learn = build(fields, seed, difficulty)
     apply_model_settings(model, model_settings)
     start, cpu_start = time.perf_counter(), time.process_time()
-    model.learn(steps, callback=loop)
+    learn(steps)
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     return result_row(name, seed, model, settings, seconds, cpu_seconds=round(cpu_seconds, 1),
                       steps_per_cpu_second=round(model.num_timesteps / cpu_seconds))  # fmt: skip

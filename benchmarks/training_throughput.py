@@ -4,10 +4,12 @@
 
 Every configuration trains Outcome-only on RLA-TextNav-v0 at a fixed difficulty (and the
 closed loop, mode ``env``, where a row says so) with ``agents.loop.build_loop`` and
-``model.learn``; steps/s is env steps over the wall time of ``learn`` (one torch thread, no
-evaluation inside). Held-out success afterwards: the stochastic policy (primary) and the
-greedy one on 100 held-out tasks at the training difficulty. Runs go one at a time, so the
-figures compare paths on the same machine in the same run. Results:
+``model.learn``, or, in the rows that say so, with ``agents.batched_ppo.BatchedPPO``; steps/s
+is env steps over the wall time of ``learn`` (one torch thread, no evaluation inside), and over
+the process's CPU time (which other jobs on a shared machine disturb far less). Held-out
+success afterwards: the stochastic policy (primary) and the greedy one on 100 held-out tasks at
+the training difficulty. Runs go one at a time, seed by seed, the order reversed on every
+other seed, so the figures compare paths on the same machine in the same run. Results:
 ``benchmarks/results/training_throughput.json``.
 """
 
@@ -16,9 +18,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import platform
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +37,18 @@ WIDE = {"algo": "ppo", "n_envs": 64, "n_steps": 128, "batch_size": 2048, "n_epoc
 #: The fast path chosen by benchmarks/fast_path_sweep.py: learning per step matches the first row.
 FAST = {"algo": "ppo", "vec_env": "batched", "n_envs": 128, "n_steps": 8, "batch_size": 512, "n_epochs": 4,
         "learning_rate": 1e-3}  # fmt: skip
+#: agents.batched_ppo.BatchedPPO's arguments (a lean PPO loop; not a LoopSettings algo, so built directly).
+LEAN = {"n_steps": 4, "batch_size": 512, "n_epochs": 4, "learning_rate": 1e-3, "encoder": "flatten-small"}
 CONFIGS: dict[str, dict[str, Any]] = {
     "ppo, 4 DummyVecEnv envs, n_steps 256, batch 256, 10 epochs (rla bench today)": {"algo": "ppo"},
     "ppo, 64 batched envs, n_steps 128, batch 2048, 4 epochs, ent 0.01": {**WIDE, "vec_env": "batched"},
     "ppo, 128 batched envs, n_steps 8, batch 512, 4 epochs, lr 1e-3 (fast path)": FAST,
+    "ppo fast path, encoder flatten-small (8-d embeddings, 64 features, one 64-unit layer per head)":
+        {**FAST, "encoder": "flatten-small"},
+    "batched ppo (agents.batched_ppo), 128 array-state envs x 8 steps, otherwise as the row above":
+        {"batched_ppo": {**LEAN, "n_envs": 128, "n_steps": 8}},
+    "batched ppo (agents.batched_ppo), 256 array-state envs x 4 steps, otherwise as the row above":
+        {"batched_ppo": {**LEAN, "n_envs": 256}},
     "grpo, 8 x 8 DummyVecEnv envs": {"algo": "grpo"},
     "grpo, 32 x 8 batched envs (array state)": {"algo": "grpo", "vec_env": "batched", "groups": 32},
     "ppo fast path, closed loop (mode env)": {**FAST, "mode": "env"},
@@ -45,23 +57,38 @@ CONFIGS: dict[str, dict[str, Any]] = {
 }  # fmt: skip
 
 
-def run(name: str, seed: int, steps: int, difficulty: float) -> dict[str, Any]:
-    """Train one configuration for ``steps`` env steps, then evaluate it on held-out tasks."""
+def build(fields: dict[str, Any], seed: int, difficulty: float) -> tuple[Any, Any, Callable[[int], Any]]:
+    """One configuration's model, the LoopSettings its evaluation reads, and ``learn(steps)``.
+
+    ``fields``: LoopSettings fields, or ``{"batched_ppo": BatchedPPO's arguments}`` (evaluated
+    as PPO at the same difficulty). Outcome-only unless ``fields`` set ``mode``.
+    """
+    from agents.batched_ppo import BatchedPPO
     from agents.loop import LoopSettings, build_loop
 
-    fields = {"mode": "outcome", **CONFIGS[name]}
+    fields = {"mode": "outcome", **fields}
+    lean = fields.pop("batched_ppo", None)
+    if lean is not None:
+        fields = {"mode": "outcome", "algo": "ppo", "n_envs": lean["n_envs"], "encoder": lean["encoder"]}
     settings = LoopSettings(
-        env="RLA-TextNav-v0",
-        difficulty=difficulty,
-        max_difficulty=difficulty,
-        seed=seed,
-        device="cpu",
+        env="RLA-TextNav-v0", difficulty=difficulty, max_difficulty=difficulty, seed=seed, device="cpu",
         **fields,
-    )
+    )  # fmt: skip
+    if lean is not None:
+        model: Any = BatchedPPO(settings.env, difficulty=difficulty, seed=seed, **lean)
+        return model, settings, model.learn
     model, loop = build_loop(settings)
-    start = time.perf_counter()
-    model.learn(steps, callback=loop)
-    return result_row(name, seed, model, settings, time.perf_counter() - start)
+    return model, settings, lambda steps: model.learn(steps, callback=loop)
+
+
+def run(name: str, seed: int, steps: int, difficulty: float) -> dict[str, Any]:
+    """Train one configuration for ``steps`` env steps, then evaluate it on held-out tasks."""
+    model, settings, learn = build(CONFIGS[name], seed, difficulty)
+    start, cpu_start = time.perf_counter(), time.process_time()
+    learn(steps)
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
+    return result_row(name, seed, model, settings, seconds, cpu_seconds=round(cpu_seconds, 1),
+                      steps_per_cpu_second=round(model.num_timesteps / cpu_seconds))  # fmt: skip
 
 
 def result_row(
@@ -100,31 +127,36 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     names = [list(CONFIGS)[k] for k in args.configs]
+    load = os.getloadavg()[0]
     runs = []
-    for seed in args.seeds:
-        for name in names:
+    for k, seed in enumerate(args.seeds):  # the order reversed every other seed: load drifts fall alike
+        for name in names if k % 2 == 0 else names[::-1]:
             runs.append(run(name, seed, args.steps, args.difficulty))
             print(runs[-1], flush=True)
     summary = []
     for name in names:
-        rows = [r for r in runs if r["config"] == name]
+        rows = sorted((r for r in runs if r["config"] == name), key=lambda r: args.seeds.index(r["seed"]))
         summary.append({
             "config": name,
             "steps_per_second": round(float(np.median([r["steps_per_second"] for r in rows]))),
+            "steps_per_cpu_second": round(float(np.median([r["steps_per_cpu_second"] for r in rows]))),
             "stochastic": [r["stochastic"] for r in rows], "greedy": [r["greedy"] for r in rows],
         })  # fmt: skip
-    base = summary[0]["steps_per_second"]
-    print("| path | steps/s (median) | x first row | held-out stochastic (per seed) | greedy |")
-    print("|---|---|---|---|---|")
+    base = summary[0]
+    print("| path | steps/s (median) | x first row | x first row, CPU time | held-out stochastic (per seed) "
+          "| greedy |")  # fmt: skip
+    print("|---|---|---|---|---|---|")
     for row in summary:
-        row["ratio"] = round(row["steps_per_second"] / base, 2)
+        row["ratio"] = round(row["steps_per_second"] / base["steps_per_second"], 2)
+        row["cpu_ratio"] = round(row["steps_per_cpu_second"] / base["steps_per_cpu_second"], 2)
         seeds = " / ".join(f"{v:.2f}" for v in row["stochastic"])
-        print(f"| {row['config']} | {row['steps_per_second']:,} | {row['ratio']} | {seeds} | "
-              f"{np.mean(row['greedy']):.2f} |")  # fmt: skip
+        print(f"| {row['config']} | {row['steps_per_second']:,} | {row['ratio']} | {row['cpu_ratio']} | "
+              f"{seeds} | {np.mean(row['greedy']):.2f} |")  # fmt: skip
     payload = {
         "command": " ".join(sys.argv).replace(sys.argv[0], "python benchmarks/training_throughput.py"),
         "machine": f"{platform.machine()}, Python {platform.python_version()}, torch {torch.__version__}, "
-        "2 shared cores, 1 torch thread",
+        f"{os.cpu_count()} cores shared with other jobs (load average {load:.1f} at the start, "
+        f"{os.getloadavg()[0]:.1f} at the end), 1 torch thread",
         "summary": summary, "runs": runs,
     }  # fmt: skip
     (ROOT / "benchmarks" / "results" / "training_throughput.json").write_text(
