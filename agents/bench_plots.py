@@ -143,7 +143,7 @@ def plot_all(out: Path, runs: list[dict[str, Any]], summary: dict[str, Any] | No
         return []
     paths = [plot_curves(out, runs), plot_difficulty(out, runs), plot_precision(out, runs)]
     if summary and summary.get("profiles"):
-        from agents.bench_report import PROFILE_TAUS
+        from agents.bench_stats import PROFILE_TAUS
 
         paths.append(plot_profiles(out, summary["profiles"], PROFILE_TAUS))
     return [p for p in paths if p is not None]

@@ -169,14 +169,10 @@ def _normalised_auc(run: dict[str, Any], references: dict[str, Any] | None, eval
     return normalise(area["run"], area["random"], area["oracle"])
 
 
-#: Thresholds of the performance profiles (share of runs whose normalised score exceeds each).
-PROFILE_TAUS = tuple(round(0.1 * k, 1) for k in range(11))
-
-
 def comparisons(runs: list[dict[str, Any]], references: dict[str, Any] | None) -> dict[str, Any]:
     """The pre-declared paired comparisons (:mod:`agents.bench_stats`) on the runs' normalised
     area under success-vs-difficulty, and each row's performance profile over those scores."""
-    from agents.bench_stats import ORDERING, compare, performance_profile, row_pairs
+    from agents.bench_stats import ORDERING, PROFILE_TAUS, compare, performance_profile, row_pairs
 
     if not references:
         return {"score": None, "comparisons": [], "profiles": {}}

@@ -37,6 +37,8 @@ ORDERING = (
 )
 #: Adjusted p-values below this resolve a comparison.
 ALPHA = 0.05
+#: Thresholds of the performance profiles (share of runs whose normalised score exceeds each).
+PROFILE_TAUS = tuple(round(0.1 * k, 1) for k in range(11))
 
 Pairs = Mapping[tuple[str, int], float]
 
