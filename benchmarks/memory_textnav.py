@@ -136,6 +136,14 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=200)
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
+    for seed in args.seeds:
+        for config in args.configs:
+            record = run(config, args.algo, args.encoder, seed, args.steps, args.eval_every, args.episodes)
+            _save(args, record)
+
+
+def _save(args: argparse.Namespace, record: dict) -> None:
+    """Add ``record`` to the results file, read again now (other runs may have written to it)."""
     results = json.loads(args.out.read_text()) if args.out.exists() else {"runs": []}
     results["machine"] = {
         "platform": platform.platform(), "processor": platform.processor() or platform.machine(),
@@ -145,14 +153,11 @@ def main() -> None:
         "env": ENV, "difficulty": LEVEL, "mode": "outcome", "preset": "fast",
         "evaluation": f"{args.episodes} held-out tasks at d = {LEVEL} (agents.evaluation.evaluate_batched)",
     }  # fmt: skip
-    for seed in args.seeds:
-        for config in args.configs:
-            record = run(config, args.algo, args.encoder, seed, args.steps, args.eval_every, args.episodes)
-            key = [(r["config"], r["algo"], r["encoder"], r["seed"], r["steps"]) for r in results["runs"]]
-            mine = (record["config"], record["algo"], record["encoder"], record["seed"], record["steps"])
-            results["runs"] = [r for r, k in zip(results["runs"], key, strict=True) if k != mine] + [record]
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(json.dumps(results, indent=2) + "\n")
+    key = [(r["config"], r["algo"], r["encoder"], r["seed"], r["steps"]) for r in results["runs"]]
+    mine = (record["config"], record["algo"], record["encoder"], record["seed"], record["steps"])
+    results["runs"] = [r for r, k in zip(results["runs"], key, strict=True) if k != mine] + [record]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
 
 
 if __name__ == "__main__":
