@@ -119,7 +119,8 @@ def run(config: str, algo: str, encoder: str, seed: int, steps: int, every: int,
         curve.append({"steps": int(model.num_timesteps), **scores, "train_success": float(np.mean(train))})
         print(config, algo, encoder, seed, curve[-1], f"{model.num_timesteps / wall:.0f} steps/s", flush=True)
     return {
-        "config": config, "algo": "recurrent-ppo" if config == "lstm" else algo, "encoder": encoder,
+        "config": config, "algo": "recurrent-ppo" if config == "lstm" else algo,
+        "encoder": settings.encoder,  # what the preset left: it may change the default encoder
         "seed": seed, "steps": int(model.num_timesteps), "steps_per_s": model.num_timesteps / wall,
         "success": curve[-1]["success"], "success_greedy": curve[-1]["success_greedy"], "curve": curve,
     }  # fmt: skip
