@@ -85,6 +85,8 @@ class BenchSettings:
     mu: float = from_loop("mu")
     prm_epochs: int = from_loop("prm_epochs")
     prm_replay: int = from_loop("prm_replay")
+    prm_embed_dim: int = from_loop("prm_embed_dim")
+    prm_hidden: int = from_loop("prm_hidden")
     group_size: int = from_loop("group_size")
     groups: int = from_loop("groups")
     group_filter: str = from_loop("group_filter")
@@ -275,7 +277,7 @@ def run_one(settings: BenchSettings, spec: RunSpec, position: int = 0) -> dict[s
     from tqdm import tqdm
 
     import rla_gym  # noqa: F401
-    from agents.evaluation import evaluate_batched, policy_batch_agent, run_metrics
+    from agents.evaluation import evaluate_batched, loop_batch_agent, run_metrics
     from agents.loop import build_loop
 
     torch.set_num_threads(1)
@@ -283,14 +285,13 @@ def run_one(settings: BenchSettings, spec: RunSpec, position: int = 0) -> dict[s
     start = time.perf_counter()
     loop_config = loop_settings(settings, spec)
     model, loop = build_loop(loop_config)
-    masked = loop_config.algo.startswith("maskable")
     evaluations: list[dict[str, Any]] = []
 
     def evaluate_now(tasks: int) -> None:
         """Both policies on the same held-out tasks: stochastic (``success``) and greedy."""
         entry: dict[str, Any] = {"step": int(model.num_timesteps), "tasks": tasks, "policy": "stochastic"}
         for key, deterministic in (("success", False), ("success_greedy", True)):
-            agent = policy_batch_agent(model, masked, deterministic)
+            agent = loop_batch_agent(model, loop_config, deterministic)
             rows = evaluate_batched(spec.env, agent, settings.levels, tasks)
             entry[key] = {r["difficulty"]: r["success"] for r in rows}
         evaluations.append(entry)

@@ -43,6 +43,18 @@ def policy_batch_agent(model: Any, masked: bool, deterministic: bool) -> BatchAg
     return act
 
 
+def loop_batch_agent(model: Any, settings: Any, deterministic: bool) -> BatchAgent:
+    """The batch agent of a model built by ``agents.loop.build_loop`` from ``settings``: its policy,
+    masked for the maskable algorithms, fed its history when ``settings.history`` > 0."""
+    masked = str(settings.algo).startswith("maskable")
+    frames = int(getattr(settings, "history", 0) or 0)
+    if frames:
+        from agents.history import history_batch_agent
+
+        return history_batch_agent(model, frames, masked, deterministic)
+    return policy_batch_agent(model, masked, deterministic)
+
+
 def _choose(masks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """A uniformly random allowed command per row of ``masks`` (rows with none get 0)."""
     keys = rng.random(masks.shape) * (masks > 0)

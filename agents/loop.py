@@ -42,12 +42,14 @@ GROUP_ALGOS = ("grpo", "maskable-grpo")
 
 
 #: Named bundles of settings (``--preset``); fields given beside a preset keep their value.
-#: ``fast``: PPO on 128 of the suite's batched envs, short rollouts, minibatches of 512, 4 epochs
-#: and a higher learning rate, chosen by ``benchmarks/fast_path_sweep.py``: ~4.4x the steps/s
-#: of the defaults with the same held-out success at 100k steps (``docs/benchmarks.md``).
+#: ``fast``: PPO on 128 of the suite's batched envs, short rollouts, minibatches of 512, 4 epochs,
+#: a higher learning rate, the ``flatten-small`` policy and a PRM of the same size, chosen by
+#: ``benchmarks/fast_path_sweep.py``: ~6x the steps/s of the defaults with the same held-out
+#: success at 100k steps (``docs/benchmarks.md``).
 PRESETS: dict[str, dict[str, Any]] = {
     "fast": {"algo": "ppo", "vec_env": "batched", "n_envs": 128, "n_steps": 8, "batch_size": 512,
-             "n_epochs": 4, "learning_rate": 1e-3},
+             "n_epochs": 4, "learning_rate": 1e-3, "encoder": "flatten-small", "prm_embed_dim": 8,
+             "prm_hidden": 64},
 }  # fmt: skip
 
 SettingsT = TypeVar("SettingsT")
@@ -94,7 +96,9 @@ class LoopSettings:
 
     env: str = described("RLA-TextNav-v0", "registered rla-gym env id")
     algo: str = described("grpo", f"algorithm: {', '.join(ALGOS)} (grpo: the paper's group trainer)")
-    encoder: str = described("flatten", "token encoder of the policy: flatten, attention, relational, lookup")
+    encoder: str = described(
+        "flatten", "token encoder of the policy: flatten, attention, relational, lookup, flatten-small"
+    )
     mode: str = described(
         "env", f"ablation row: {', '.join(MODES)} (the oracle modes use exact labels: not the method)"
     )
@@ -112,6 +116,8 @@ class LoopSettings:
     mu: float = described(1.5, "vote quality of mode noisy-oracle: p+ + p- in [0, 2] (1: none, 2: exact)")
     prm_epochs: int = described(1, "PRM training passes per rollout")
     prm_replay: int = described(1, "recent rollouts the PRM trains on (1: this one, the paper's)")
+    prm_embed_dim: int = described(16, "PRM token embedding size")
+    prm_hidden: int = described(128, "PRM hidden layer width (two layers)")
     group_size: int = described(8, "grpo: rollouts per task (a group)")
     groups: int = described(8, "grpo: tasks per round (its envs: groups * group_size)")
     group_filter: str = described(
@@ -155,7 +161,7 @@ def validate_settings(settings: LoopSettings) -> None:
     check_mu(settings.mu)
     if settings.vec_env not in VEC_ENVS:
         raise ValueError(f"vec_env must be one of {VEC_ENVS}, got {settings.vec_env!r}")
-    for name, least in (("batch_size", 0), ("n_epochs", 1)):
+    for name, least in (("batch_size", 0), ("n_epochs", 1), ("prm_embed_dim", 1), ("prm_hidden", 1)):
         value = getattr(settings, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
@@ -320,7 +326,11 @@ def build_loop(settings: LoopSettings) -> tuple[Any, RLAnythingCallback]:
     flags = MODE_FLAGS[settings.mode]
     if flags.uses_prm:
         head = "value" if settings.objective == "value-difference" else "step"
-        prm = ProcessRewardModel.for_env(venv.envs[0], head=head, device=settings.device, seed=settings.seed)  # type: ignore[attr-defined]
+        prm = ProcessRewardModel.for_env(
+            venv.envs[0],  # type: ignore[attr-defined]
+            head=head, embed_dim=settings.prm_embed_dim, hidden=settings.prm_hidden, device=settings.device,
+            seed=settings.seed,
+        )  # fmt: skip
     reward_env = IntegratedRewardVecEnv(
         venv, prm, mode=settings.mode, lam=settings.lam, m=settings.m, seed=settings.seed,
         deferred=not grouped, process_scale=settings.process_scale, mu=settings.mu,

@@ -34,6 +34,12 @@ class _RowGather(torch.autograd.Function):
         return summed, None
 
 
+def gather_rows(weight: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """Rows ``weight[ids]`` for 1-D ``ids``, as ``F.embedding(ids, weight, padding_idx=0)`` (row 0
+    gets no gradient) with a backward that sums rows by ``index_add_``: much faster on the CPU."""
+    return _RowGather.apply(weight, ids)  # type: ignore[no-any-return]
+
+
 class TokenFeaturesExtractor(BaseFeaturesExtractor):
     """Embeds the ``tokens`` of a dict observation, then encodes them.
 
@@ -106,7 +112,7 @@ class TokenFeaturesExtractor(BaseFeaturesExtractor):
     def forward(self, observations: dict[str, torch.Tensor]) -> torch.Tensor:
         ids = observations["tokens"].long()
         if self.encoder == "flatten-small":
-            rows = _RowGather.apply(self.embedding.weight, ids.flatten())
+            rows = gather_rows(self.embedding.weight, ids.flatten())
             return self.head(rows.view(ids.shape[0], -1))
         embedded = self.embedding(ids)
         if self.encoder == "flatten":

@@ -113,7 +113,9 @@ class ProcessRewardModel(nn.Module):
         return cls(len(base.vocab), base.token_length, len(base.action_names), **kwargs)
 
     def _encode(self, tokens: torch.Tensor) -> torch.Tensor:
-        return self.embedding(tokens.long()).flatten(start_dim=1)
+        from agents.policies import gather_rows  # the embedding lookup with a fast CPU backward
+
+        return gather_rows(self.embedding.weight, tokens.long().flatten()).view(len(tokens), -1)
 
     def values(self, obs: torch.Tensor) -> torch.Tensor:
         """V(s) in [-1, 1] (the value head; trained by ``value-difference``)."""

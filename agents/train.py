@@ -312,10 +312,10 @@ def evaluate_policy(
     Both play the same tasks; the greedy policy's results are identical.
     """
     masked = settings.algo.startswith("maskable")
-    if batched:
-        from agents.evaluation import evaluate_batched, policy_batch_agent
+    if batched or settings.history:  # a history policy is evaluated in batch, keeping its history
+        from agents.evaluation import evaluate_batched, loop_batch_agent
 
-        agent_batch = policy_batch_agent(model, masked, deterministic)
+        agent_batch = loop_batch_agent(model, settings, deterministic)
         rows = evaluate_batched(settings.env, agent_batch, levels, settings.eval_episodes)
         return [{k: r[k] for k in ("difficulty", "success", "mean_length")} for r in rows]
     env = gym.make(settings.env)

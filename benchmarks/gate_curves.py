@@ -42,16 +42,15 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
     import torch
     from stable_baselines3.common.callbacks import BaseCallback
 
-    from agents.evaluation import evaluate_batched, policy_batch_agent
-    from agents.loop import LoopSettings, build_loop
+    from agents.evaluation import evaluate_batched, loop_batch_agent
+    from agents.loop import LoopSettings, apply_preset, build_loop
 
     torch.set_num_threads(1)
-    settings = LoopSettings(
+    settings = apply_preset(LoopSettings(
         env=job["env"], mode="outcome", difficulty=job["level"], max_difficulty=job["level"],
         seed=job["seed"], device="cpu", **{"preset": "fast", **job["overrides"]},
-    )  # fmt: skip
+    ))  # fmt: skip
     model, loop = build_loop(settings)
-    masked = model.__class__.__name__.startswith("Maskable")
     curve: list[dict[str, Any]] = []
     start = time.perf_counter()
     training = [0.0]
@@ -60,7 +59,7 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
         point: dict[str, Any] = {"step": int(model.num_timesteps), "train_seconds": round(training[0], 1)}
         for key, deterministic in (("stochastic", False), ("greedy", True)):
             rows = evaluate_batched(
-                job["env"], policy_batch_agent(model, masked, deterministic), (job["level"],), 200
+                job["env"], loop_batch_agent(model, settings, deterministic), (job["level"],), 200
             )
             point[key] = rows[0]["success"]
         curve.append(point)

@@ -471,3 +471,16 @@ def test_the_fast_preset_builds_the_batched_fast_path_in_the_python_api() -> Non
     assert (bench.vec_env, bench.n_epochs, bench.n_steps, bench.preset) == ("batched", 3, 8, "")
     with pytest.raises(ValueError, match="preset must be one of"):
         build_loop(LoopSettings(preset="quick"))
+
+
+def test_the_prm_takes_its_size_from_the_settings() -> None:
+    _, callback = build_loop(
+        LoopSettings(
+            algo="ppo", mode="env", n_envs=2, n_steps=64, prm_embed_dim=4, prm_hidden=8, device="cpu"
+        )
+    )
+    prm = callback.reward_env.prm
+    assert prm.embedding.embedding_dim == 4 and prm.value_net[0].out_features == 8
+    assert prm.value_net[0].in_features == 4 * 69
+    with pytest.raises(ValueError, match="prm_hidden must be an integer >= 1, got 0"):
+        build_loop(LoopSettings(algo="ppo", mode="env", prm_hidden=0))

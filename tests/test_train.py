@@ -281,3 +281,19 @@ def test_an_unknown_preset_is_refused_by_name(tmp_path: Path, capsys) -> None:
     assert main(["train", "--preset", "fastest", "--out", str(tmp_path / "run")]) == 2
     assert "preset must be one of ('fast',) or '', got 'fastest'" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+def test_a_run_with_history_trains_evaluates_and_resumes(tmp_path: Path) -> None:
+    """The final evaluation feeds a history policy its history (batched evaluator), and a
+    run with a PRM of its own size records it and resumes with it."""
+    out = tmp_path / "run"
+    flags = ["--algo", "maskable-ppo", "--history", "1", "--mode", "env", "--prm-embed-dim", "4",
+             "--prm-hidden", "8", "--n-envs", "2", "--n-steps", "128", "--eval-episodes", "3",
+             "--out", str(out), "--device", "cpu"]  # fmt: skip
+    assert main(["train", "--steps", "256", *flags]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert [row["difficulty"] for row in results["evaluation"]] == list(EVAL_LEVELS)
+    payload = load_checkpoint(out / "checkpoint.pt")
+    assert payload["settings"]["prm_hidden"] == 8 and payload["settings"]["history"] == 1
+    assert main(["train", "--steps", "512", "--resume", *flags]) == 0
+    assert json.loads((out / "results.json").read_text())["steps"] == 512
