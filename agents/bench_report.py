@@ -116,6 +116,17 @@ def summarize(runs: list[dict[str, Any]], references: dict[str, Any] | None = No
         strategies[name]["final_train_difficulty"] = float(np.nanmean(finals)) if finals else math.nan
         successes = [v for v in map(train_success, group) if not math.isnan(v)]
         strategies[name]["train_success"] = float(np.mean(successes)) if successes else math.nan
+    # the runs' normalised area under success vs difficulty: IQM [CI] over runs, stratified by env
+    for table, groups in ((ablation, by_label), (strategies, strategies_runs)):
+        for label, row in table.items():
+            final = label != "Before training"
+            group = groups.get(label, []) if final else (starts if runs else [])
+            strata: dict[str, list[float]] = defaultdict(list)
+            for run in group:
+                value = _normalised_auc(run, references, -1 if final else 0)
+                if not math.isnan(value):
+                    strata[run["spec"]["env"]].append(value)
+            row["normalised"] = iqm_ci([strata[e] for e in sorted(strata)]) if strata else (math.nan,) * 3
     per_env: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for run in runs:
         inside, outside = tiers(run)
@@ -209,9 +220,9 @@ def markdown(summary: dict[str, Any]) -> str:
     lines = [
         "## Ablation",
         "",
-        "| row | in-domain success, IQM [95% CI] | OOD success | RM process acc. | RM balanced acc. "
-        "| RM outcome acc. | mu | runs |",
-        "|---|---|---|---:|---:|---:|---:|---:|",
+        "| row | in-domain success, IQM [95% CI] | OOD success | normalised area, IQM [95% CI] "
+        "| RM process acc. | RM balanced acc. | RM outcome acc. | mu | runs |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|",
     ]
     for label, row in summary["ablation"].items():
         rm = [
@@ -220,21 +231,23 @@ def markdown(summary: dict[str, Any]) -> str:
         ]
         rm_text = " | ".join("-" if math.isnan(v) else f"{v:.3f}" for v in rm)
         lines.append(
-            f"| {label} | {_cell(row['in_domain'])} | {_cell(row['ood'])} | {rm_text} | {row['runs']} |"
+            f"| {label} | {_cell(row['in_domain'])} | {_cell(row['ood'])} | "
+            f"{_cell(row.get('normalised', (math.nan,) * 3))} | {rm_text} | {row['runs']} |"
         )
     if summary["strategies"]:  # a bench of fixed-env rows only has no strategy table
         lines += [
             "",
             "## Curriculum strategies under the full loop",
             "",
-            "| strategy | in-domain success, IQM [95% CI] | OOD success | final training difficulty "
-            f"| training success (last {TRAIN_WINDOW} rollouts) | runs |",
-            "|---|---|---|---:|---:|---:|",
+            "| strategy | in-domain success, IQM [95% CI] | OOD success | normalised area, IQM [95% CI] "
+            f"| final training difficulty | training success (last {TRAIN_WINDOW} rollouts) | runs |",
+            "|---|---|---|---|---:|---:|---:|",
         ]
     for name, row in summary["strategies"].items():
         lines.append(
             f"| {name} | {_cell(row['in_domain'])} | {_cell(row['ood'])} | "
-            f"{row['final_train_difficulty']:.2f} | {_number(row['train_success'])} | {row['runs']} |"
+            f"{_cell(row.get('normalised', (math.nan,) * 3))} | {row['final_train_difficulty']:.2f} | "
+            f"{_number(row['train_success'])} | {row['runs']} |"
         )
     if summary.get("comparisons"):
         lines += [

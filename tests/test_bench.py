@@ -100,8 +100,8 @@ def test_summary_rows_and_markdown_from_run_records() -> None:
     assert summary["strategies"]["task-pool"]["final_train_difficulty"] == pytest.approx(0.3)
     assert summary["strategies"]["task-pool"]["train_success"] == pytest.approx(0.6)  # the last 10 only
     text = markdown(summary)
-    assert "| + Env | 0.60 [0.60, 0.60] | 0.10 [0.10, 0.10] | 0.700 |" in text
-    assert "| task-pool | 0.60 [0.60, 0.60] | 0.10 [0.10, 0.10] | 0.30 | 0.60 | 3 |" in text
+    assert "| + Env | 0.60 [0.60, 0.60] | 0.10 [0.10, 0.10] | - | 0.700 |" in text  # no references
+    assert "| task-pool | 0.60 [0.60, 0.60] | 0.10 [0.10, 0.10] | - | 0.30 | 0.60 | 3 |" in text
     assert "| A | Outcome-only | 0.10 | 0.00 | - | - | - | 0.60 |" in text  # records without metrics
     oracle = [_run("A", "oracle", "fixed", s, {"0.25": 0.5, "0.5": 0.1, "1.0": 0.0}, None) for s in range(3)]
     assert list(summarize(runs + oracle)["ablation"])[-1] == "Oracle votes (not the method)"

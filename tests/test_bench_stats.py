@@ -102,6 +102,12 @@ def test_the_report_carries_the_declared_comparisons_and_profiles() -> None:
     assert "## Pre-declared comparisons (paired runs, Holm-corrected)" in text
     assert "| + Env vs Outcome-only | 12 |" in text
     assert "| A | Random policy | 0.10 | 0.00 | - | - | 0.00 | - |" in text
+    # normalised areas: outcome-only runs (0.4 .. 0.45 at d = 0) below the task pool's (0.8 ..)
+    ablation = summary["ablation"]
+    assert ablation["Outcome-only"]["normalised"][0] < ablation["+ Env"]["normalised"][0]
+    before_area = (0.1 - 0.2 * 0.25) / (1 - 0.2 * 0.25)  # 0.1 everywhere vs random's 0.2 at d = 0
+    assert ablation["Before training"]["normalised"][0] == pytest.approx(before_area)
+    assert summary["strategies"]["plr"]["normalised"][0] == pytest.approx(ablation["+ Env"]["normalised"][0])
     assert summarize(runs)["comparisons"] == []  # no references: no normalised score to compare
 
 
