@@ -8,10 +8,18 @@ algorithm: GAE, advantages normalised per minibatch, the clipped surrogate, an u
 loss, gradients clipped to ``max_grad_norm``; the reward is the outcome at an episode's end
 (+1 success, -1 failure, as the loop's Outcome-only rows), never bootstrapped past it. The
 policy is :class:`agents.policies.TokenPolicy` with its own initialisation and Adam.
+
+``rla train`` and ``rla bench`` run it as ``--algo batched-ppo`` (``agents.loop.build_loop``):
+``learn`` calls SB3 callbacks as SB3's on-policy algorithms do (``on_rollout_start``, ``on_step``
+after each vector step, ``on_rollout_end`` before the update), records to an SB3 ``Logger``, and
+:class:`RolloutOutcomeCallback` keeps the loop's history rows. A checkpoint holds the policy,
+its optimizer, the step counter and :attr:`BatchedPPO.generator`; the vector env's state is not
+saved, so a resumed run continues from them with fresh episodes (seeded ``seed + num_timesteps``).
 """
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from typing import Any
 
@@ -19,6 +27,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
+from stable_baselines3.common.callbacks import BaseCallback, CallbackList
+from stable_baselines3.common.logger import Logger
 
 import rla_gym  # noqa: F401  (registers the env ids)
 from agents.policies import TokenPolicy
@@ -46,6 +56,7 @@ class BatchedPPO:
     """PPO on ``gym.make_vec(env_id, n_envs)``'s array-state env at a fixed ``difficulty``.
 
     ``predict`` is the policy's (an SB3 policy), so ``agents.train.evaluate_policy`` takes it.
+    ``learn`` takes SB3 callbacks and ``reset_num_timesteps`` as SB3's ``learn`` does.
 
     Examples:
         >>> import rla_gym
@@ -76,7 +87,7 @@ class BatchedPPO:
         self._length = tokens.shape[0]
         self.gamma, self.gae_lambda, self.clip_range = gamma, gae_lambda, clip_range
         self.ent_coef, self.vf_coef, self.max_grad_norm = ent_coef, vf_coef, max_grad_norm
-        self.seed, self.device = seed, torch.device(device)
+        self.difficulty, self.seed, self.device = difficulty, seed, torch.device(device)
         torch.manual_seed(seed)
         self.policy = TokenPolicy(
             self.envs.single_observation_space, self.envs.single_action_space, lambda _: learning_rate,
@@ -85,10 +96,26 @@ class BatchedPPO:
             optimizer_kwargs={"eps": 1e-5, "fused": self.device.type in ("cpu", "cuda")},
         ).to(self.device)  # fmt: skip
         self.generator = torch.Generator(self.device).manual_seed(seed)
-        self.num_timesteps = 0
+        self.num_timesteps, self._n_updates = 0, 0
         #: outcomes (1 success, -1 failure) of the last 100 finished training episodes
         self.outcomes: deque[int] = deque(maxlen=100)
+        #: outcomes of the episodes that finished in the last rollout
+        self.rollout_outcomes = np.zeros(0, dtype=np.int64)
         self._obs: dict[str, np.ndarray] | None = None
+        self._logger = Logger(folder=None, output_formats=[])
+
+    @property
+    def logger(self) -> Logger:
+        """The SB3 logger ``learn`` records to (no outputs until :meth:`set_logger`)."""
+        return self._logger
+
+    def set_logger(self, logger: Logger) -> None:
+        """Record to ``logger`` from now on (SB3's ``set_logger``)."""
+        self._logger = logger
+
+    def get_env(self) -> None:
+        """No SB3 ``VecEnv``: callbacks that need ``training_env`` do not apply."""
+        return None
 
     def predict(self, observation: Any, deterministic: bool = False, **kwargs: Any) -> Any:
         """The policy's ``predict`` (SB3's signature)."""
@@ -100,25 +127,48 @@ class BatchedPPO:
         latent_pi, latent_vf = policy.mlp_extractor(policy.features_extractor({"tokens": tokens}))
         return policy.action_net(latent_pi).log_softmax(-1), policy.value_net(latent_vf).squeeze(-1)
 
-    def learn(self, total_timesteps: int) -> BatchedPPO:
-        """Collect ``n_envs x n_steps`` steps, update, until ``total_timesteps`` more steps."""
-        if self._obs is None:
-            self._obs, _ = self.envs.reset(seed=self.seed)
-        target = self.num_timesteps + total_timesteps
+    def learn(
+        self, total_timesteps: int, callback: BaseCallback | list[BaseCallback] | None = None,
+        reset_num_timesteps: bool = True,
+    ) -> BatchedPPO:  # fmt: skip
+        """Collect ``n_envs x n_steps`` steps, update, until ``total_timesteps`` steps (more
+        steps with ``reset_num_timesteps=False``); a callback's ``on_step`` returning False stops
+        before the rollout's update, as in SB3."""
+        if reset_num_timesteps:
+            self.num_timesteps = 0
+        if self._obs is None:  # a new or a resumed run (fresh episodes; episodes running go on)
+            self._obs, _ = self.envs.reset(seed=self.seed + self.num_timesteps)
+        hooks = CallbackList(callback if isinstance(callback, list) else [callback] if callback else [])
+        hooks.init_callback(self)  # type: ignore[arg-type]  # SB3 types it as its own algorithm
+        target, start, iterations = self.num_timesteps + total_timesteps, time.perf_counter(), 0
+        hooks.on_training_start(locals(), globals())
         while self.num_timesteps < target:
-            rollout = self._collect()
+            hooks.on_rollout_start()
+            rollout = self._collect(hooks)
+            if rollout is None:
+                break
+            hooks.on_rollout_end()
+            self.policy.set_training_mode(True)
             self._update(*rollout)
+            iterations += 1
+            self.logger.record("time/iterations", iterations)
+            self.logger.record("time/fps", int(self.num_timesteps / max(time.perf_counter() - start, 1e-9)))
+            self.logger.record("time/total_timesteps", self.num_timesteps)
+            self.logger.dump(step=self.num_timesteps)
+        hooks.on_training_end()
         return self
 
-    def _collect(self) -> tuple[torch.Tensor, ...]:
-        """One rollout: tokens, actions, old log-probabilities, advantages, returns (flat)."""
+    def _collect(self, hooks: CallbackList) -> tuple[torch.Tensor, ...] | None:
+        """One rollout: tokens, actions, old log-probabilities, advantages, returns (flat); None
+        when a callback stopped it."""
         shape = (self.n_steps, self.n_envs)
         tokens = torch.empty((*shape, self._length), dtype=torch.long)
         actions, rewards = torch.empty(shape, dtype=torch.long), torch.empty(shape)
         log_probs, dones = torch.empty(shape), torch.empty(shape)
         values = torch.empty((shape[0] + 1, shape[1]))
         assert self._obs is not None
-        obs = self._obs
+        obs, finished = self._obs, []
+        self.policy.set_training_mode(False)
         with torch.no_grad():
             for t in range(self.n_steps):
                 tokens[t] = torch.from_numpy(obs["tokens"])
@@ -129,10 +179,13 @@ class BatchedPPO:
                 obs, _, terminated, truncated, _ = self.envs.step(actions[t].numpy())
                 outcome = terminated.astype(np.float32) - truncated.astype(np.float32)
                 rewards[t], dones[t] = torch.from_numpy(outcome), torch.from_numpy(terminated | truncated)
-                self.outcomes.extend(outcome[outcome != 0].astype(int).tolist())
+                finished.append(outcome[outcome != 0].astype(np.int64))
+                self.outcomes.extend(finished[-1].tolist())
+                self._obs, self.num_timesteps = obs, self.num_timesteps + self.n_envs
+                if not hooks.on_step():
+                    return None
+            self.rollout_outcomes = np.concatenate(finished)
             values[-1] = self._heads(torch.from_numpy(obs["tokens"]).to(self.device))[1].cpu()
-        self._obs = obs
-        self.num_timesteps += self.n_steps * self.n_envs
         advantages = generalized_advantages(rewards, values, dones, self.gamma, self.gae_lambda)
         returns = advantages + values[:-1]
         flat = (actions, log_probs, advantages, returns)
@@ -145,6 +198,7 @@ class BatchedPPO:
         """``n_epochs`` passes of minibatch updates over one rollout."""
         on = [x.to(self.device) for x in (tokens, actions, old_log_probs, advantages, returns)]
         optimizer, parameters = self.policy.optimizer, list(self.policy.parameters())
+        losses = torch.zeros(3, device=self.device)  # policy, value, clipped share (summed)
         for _ in range(self.n_epochs):
             order = torch.randperm(len(actions), generator=self.generator, device=self.device)
             for start in range(0, len(actions), self.batch_size):
@@ -154,11 +208,51 @@ class BatchedPPO:
                     adv = (adv - adv.mean()) / (adv.std() + 1e-8)
                 ratio = torch.exp(log_p.gather(1, act[:, None]).squeeze(1) - old)
                 clipped = torch.clamp(ratio, 1 - self.clip_range, 1 + self.clip_range)
-                loss = -torch.min(adv * ratio, adv * clipped).mean()
-                loss = loss + self.vf_coef * torch.nn.functional.mse_loss(ret, value)
+                policy_loss = -torch.min(adv * ratio, adv * clipped).mean()
+                value_loss = torch.nn.functional.mse_loss(ret, value)
+                loss = policy_loss + self.vf_coef * value_loss
                 if self.ent_coef:
                     loss = loss + self.ent_coef * (log_p.exp() * log_p).sum(-1).mean()
                 optimizer.zero_grad()
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(parameters, self.max_grad_norm)
                 optimizer.step()
+                clip_share = ((ratio - 1).abs() > self.clip_range).float().mean()
+                losses += torch.stack([policy_loss, value_loss, clip_share]).detach()
+        self._n_updates += self.n_epochs
+        minibatches = self.n_epochs * -(-len(actions) // self.batch_size)
+        for key, value in zip(
+            ("policy_gradient_loss", "value_loss", "clip_fraction"), losses.tolist(), strict=True
+        ):
+            self.logger.record(f"train/{key}", value / minibatches)
+        self.logger.record("train/n_updates", self._n_updates)
+
+
+class RolloutOutcomeCallback(BaseCallback):
+    """The loop's history for :class:`BatchedPPO`: a row per rollout in which episodes finished,
+    with the keys of ``agents.loop_runtime.RLAnythingCallback``'s Outcome-only rows
+    (``loop/timesteps``, ``loop/success``, ``loop/episodes``, ``loop/difficulty``), also logged."""
+
+    model: Any
+
+    def __init__(self, difficulty: float) -> None:
+        super().__init__()
+        self.difficulty = difficulty
+        self.history: list[dict[str, float]] = []
+
+    def _on_step(self) -> bool:
+        return True
+
+    def _on_rollout_end(self) -> None:
+        outcomes = self.model.rollout_outcomes
+        if not len(outcomes):
+            return
+        row = {
+            "loop/timesteps": float(self.model.num_timesteps),
+            "loop/success": float(np.mean(outcomes == 1)),
+            "loop/episodes": len(outcomes),
+            "loop/difficulty": float(self.difficulty),
+        }
+        for key, value in row.items():
+            self.logger.record(key, value)
+        self.history.append(row)

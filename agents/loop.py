@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import Collection
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import torch
@@ -33,8 +33,12 @@ from agents.reward_model import PRMTrainer, ProcessRewardModel
 from rla_gym.core import check_difficulty
 from rla_gym.curricula.base import Curriculum
 
-#: SB3 on-policy algorithms the loop runs on.
-ALGOS = ("ppo", "a2c", "maskable-ppo", "grpo", "maskable-grpo")
+if TYPE_CHECKING:
+    from agents.batched_ppo import RolloutOutcomeCallback
+
+#: SB3 on-policy algorithms the loop runs on, and ``batched-ppo`` (``agents.batched_ppo``: Outcome-only,
+#: at a fixed difficulty, on the array-state vector env; ``vec_env`` does not apply to it).
+ALGOS = ("ppo", "a2c", "maskable-ppo", "grpo", "maskable-grpo", "batched-ppo")
 #: Vector envs the loop runs on: SB3's DummyVecEnv, or the suite's batched env (agents.vec_env).
 VEC_ENVS = ("dummy", "batched")
 #: The group trainers (``agents.grpo``): no critic, advantages from groups of rollouts.
@@ -183,6 +187,8 @@ def validate_settings(settings: LoopSettings) -> None:
             f"history {settings.history} is for ppo, a2c and maskable-ppo: {settings.algo} steps its envs "
             "itself and keeps no history (leave history 0)"
         )
+    if settings.algo == "batched-ppo":
+        _check_batched_ppo(settings)
     if settings.algo in GROUP_ALGOS:
         from agents.grpo import keeps_group
 
@@ -247,6 +253,34 @@ def validate_settings(settings: LoopSettings) -> None:
         )
 
 
+def _check_batched_ppo(settings: LoopSettings) -> None:
+    """``batched-ppo`` trains Outcome-only at the fixed ``difficulty``, without history."""
+    if settings.mode != "outcome":
+        raise ValueError(
+            f"mode {settings.mode!r} is not for algo batched-ppo: it trains Outcome-only at the fixed "
+            "difficulty (mode 'outcome'; no PRM, no curriculum)"
+        )
+    if settings.history:
+        raise ValueError(f"history {settings.history} is not for algo batched-ppo (leave history 0)")
+    if settings.batch_size == 1:
+        raise ValueError("batch_size must be >= 2 for batched-ppo (0: 512), got 1")
+
+
+def _batched_ppo(settings: LoopSettings) -> tuple[Any, RolloutOutcomeCallback]:
+    """``BatchedPPO`` from the settings (batch_size 0: 512, learning_rate 0: 1e-3), its history callback."""
+    from stable_baselines3.common.utils import get_device
+
+    from agents.batched_ppo import BatchedPPO, RolloutOutcomeCallback
+
+    model = BatchedPPO(
+        settings.env, difficulty=settings.difficulty, n_envs=settings.n_envs, n_steps=settings.n_steps,
+        batch_size=settings.batch_size or 512, n_epochs=settings.n_epochs,
+        learning_rate=settings.learning_rate or 1e-3, gamma=GAMMA, ent_coef=settings.ent_coef,
+        encoder=settings.encoder, seed=settings.seed, device=str(get_device(settings.device)),
+    )  # fmt: skip
+    return model, RolloutOutcomeCallback(settings.difficulty)
+
+
 def _algorithm(settings: LoopSettings, venv: VecEnv) -> Any:
     from stable_baselines3 import A2C, PPO
     from stable_baselines3.common.buffers import DictRolloutBuffer
@@ -300,8 +334,11 @@ def curriculum_kwargs(name: str, max_difficulty: float) -> dict[str, Any]:
     return {}
 
 
-def build_loop(settings: LoopSettings) -> tuple[Any, RLAnythingCallback]:
+def build_loop(settings: LoopSettings) -> tuple[Any, RLAnythingCallback | RolloutOutcomeCallback]:
     """An SB3 on-policy algorithm (``algo``: PPO, A2C or MaskablePPO) on the stack the mode asks for.
+
+    ``algo="batched-ppo"``: ``agents.batched_ppo.BatchedPPO`` and its
+    :class:`~agents.batched_ppo.RolloutOutcomeCallback` (no reward wrapper, PRM or curriculum).
 
     Stack: ``make_vec_env`` -> :class:`IntegratedRewardVecEnv` -> ``CurriculumVecEnv``
     (mode ``env``; other modes train at the fixed ``difficulty``) -> ``HistoryVecEnv``
@@ -314,6 +351,8 @@ def build_loop(settings: LoopSettings) -> tuple[Any, RLAnythingCallback]:
 
     settings = apply_preset(settings)
     validate_settings(settings)
+    if settings.algo == "batched-ppo":
+        return _batched_ppo(settings)
     grouped = settings.algo in GROUP_ALGOS
     n_envs = settings.groups * settings.group_size if grouped else settings.n_envs
     if settings.vec_env == "batched":

@@ -5,6 +5,11 @@ policy, PRM, both optimizers, curriculum state, RNG states, step counter, histor
 ``progress.csv`` (SB3's logger; TensorBoard too when the ``tensorboard`` package is
 installed) and, at the end, ``results.json``. Checkpoints are written to a temporary file
 and renamed into place, so a crash never leaves a half-written checkpoint.
+
+``--algo batched-ppo`` (``agents.batched_ppo``) has no PRM or curriculum; its checkpoint holds
+the policy, its optimizer, the step counter, the history and the RNG states (its own generator
+too), but not the vector env's episodes: a resumed run continues from the checkpoint's policy and
+optimizer with fresh episodes, so it is not step-for-step the run that was never interrupted.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.logger import CSVOutputFormat, Logger, make_output_format
 
 from agents.atomic import replace_atomically, write_text_atomic
+from agents.batched_ppo import BatchedPPO, RolloutOutcomeCallback
 from agents.fields import described
 from agents.loop import LoopSettings, apply_preset, build_loop, validate_settings
 from agents.loop_runtime import RLAnythingCallback
@@ -74,15 +80,35 @@ def _trajectory(state: dict[str, Any]) -> Trajectory:
     return Trajectory(**{**state, **arrays})
 
 
+#: The callback ``build_loop`` returns: the closed loop's, or batched-ppo's history.
+LoopCallback = RLAnythingCallback | RolloutOutcomeCallback
+
+
 def _replay_to_keep(callback: RLAnythingCallback) -> list[list[Trajectory]]:
     """The PRM's window minus its oldest rollout, which the next rollout pushes out unused."""
     keep = (callback.replay.maxlen or 1) - 1
     return list(callback.replay)[max(0, len(callback.replay) - keep) :] if keep else []
 
 
-def save_checkpoint(path: Path, settings: TrainSettings, model: Any, callback: RLAnythingCallback) -> None:
+def _loop_state(callback: LoopCallback) -> dict[str, Any]:
+    """The closed loop's own state: PRM, its optimizer and RNGs, curriculum, replay (None without)."""
+    if not isinstance(callback, RLAnythingCallback):
+        keys = ("prm", "prm_optimizer", "prm_rng", "prm_votes_rng", "reward_votes_rng", "curriculum")
+        return {**dict.fromkeys(keys), "prm_replay": []}
+    prm, trainer, reward_env = callback.reward_env.prm, callback.trainer, callback.reward_env
+    return {
+        "prm": None if prm is None else prm.state_dict(),
+        "prm_optimizer": None if trainer is None else trainer.optimizer.state_dict(),
+        "prm_rng": None if trainer is None else trainer.rng.bit_generator.state,
+        "prm_votes_rng": None if trainer is None else trainer.generator.get_state(),
+        "reward_votes_rng": None if reward_env.generator is None else reward_env.generator.get_state(),
+        "curriculum": None if callback.curriculum is None else callback.curriculum.state_dict(),
+        "prm_replay": [[_trajectory_state(t) for t in rollout] for rollout in _replay_to_keep(callback)],
+    }
+
+
+def save_checkpoint(path: Path, settings: TrainSettings, model: Any, callback: LoopCallback) -> None:
     """Everything needed to resume, written atomically."""
-    prm, trainer = callback.reward_env.prm, callback.trainer
     payload = {
         "format": CHECKPOINT_FORMAT,
         "settings": dataclasses.asdict(settings),
@@ -90,20 +116,14 @@ def save_checkpoint(path: Path, settings: TrainSettings, model: Any, callback: R
         "n_updates": int(model._n_updates),
         "policy": model.policy.state_dict(),
         "policy_optimizer": model.policy.optimizer.state_dict(),
-        "prm": None if prm is None else prm.state_dict(),
-        "prm_optimizer": None if trainer is None else trainer.optimizer.state_dict(),
-        "prm_rng": None if trainer is None else trainer.rng.bit_generator.state,
-        "prm_votes_rng": None if trainer is None else trainer.generator.get_state(),
-        "reward_votes_rng": None
-        if callback.reward_env.generator is None
-        else callback.reward_env.generator.get_state(),
-        "curriculum": None if callback.curriculum is None else callback.curriculum.state_dict(),
+        **_loop_state(callback),
         "history": callback.history,
-        "prm_replay": [[_trajectory_state(t) for t in rollout] for rollout in _replay_to_keep(callback)],
         "rng": {
             "torch": torch.get_rng_state(),
             "numpy": _numpy_global_state(),
             "python": random.getstate(),
+            # batched-ppo samples actions and minibatches with its own generator
+            "algo": model.generator.get_state() if isinstance(model, BatchedPPO) else None,
         },
     }
     _atomic_save(payload, path)
@@ -121,11 +141,24 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     return payload
 
 
-def _restore(payload: dict[str, Any], model: Any, callback: RLAnythingCallback) -> None:
+def _restore(payload: dict[str, Any], model: Any, callback: LoopCallback) -> None:
     model.policy.load_state_dict(payload["policy"])
     model.policy.optimizer.load_state_dict(payload["policy_optimizer"])
     model.num_timesteps = payload["num_timesteps"]
     model._n_updates = payload["n_updates"]
+    if isinstance(model, BatchedPPO) and payload["rng"].get("algo") is not None:
+        model.generator.set_state(payload["rng"]["algo"])
+    callback.history = list(payload["history"])
+    if isinstance(callback, RLAnythingCallback):
+        _restore_loop(payload, callback)
+    torch.set_rng_state(payload["rng"]["torch"])
+    kind, keys, pos, has_gauss, cached = payload["rng"]["numpy"]
+    np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))  # noqa: NPY002
+    random.setstate(payload["rng"]["python"])
+
+
+def _restore_loop(payload: dict[str, Any], callback: RLAnythingCallback) -> None:
+    """The closed loop's own state (see :func:`_loop_state`)."""
     prm, trainer = callback.reward_env.prm, callback.trainer
     if prm is not None and payload["prm"] is not None:
         prm.load_state_dict(payload["prm"])
@@ -137,20 +170,15 @@ def _restore(payload: dict[str, Any], model: Any, callback: RLAnythingCallback) 
         callback.reward_env.generator.set_state(payload["reward_votes_rng"])
     if callback.curriculum is not None and payload["curriculum"] is not None:
         callback.curriculum.load_state_dict(payload["curriculum"])
-    callback.history = list(payload["history"])
     callback.replay.clear()  # checkpoints from before the replay option hold none
     callback.replay.extend([[_trajectory(t) for t in rollout] for rollout in payload.get("prm_replay", [])])
-    torch.set_rng_state(payload["rng"]["torch"])
-    kind, keys, pos, has_gauss, cached = payload["rng"]["numpy"]
-    np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))  # noqa: NPY002
-    random.setstate(payload["rng"]["python"])
 
 
 class CheckpointCallback(BaseCallback):
     """Saves a checkpoint every ``every`` steps (at rollout ends) and shows a progress bar."""
 
     def __init__(
-        self, path: Path, settings: TrainSettings, loop: RLAnythingCallback, every: int, total: int
+        self, path: Path, settings: TrainSettings, loop: LoopCallback, every: int, total: int
     ) -> None:
         super().__init__()
         self.path, self.settings, self.loop, self.every, self.total = path, settings, loop, every, total
