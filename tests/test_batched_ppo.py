@@ -1,13 +1,22 @@
-"""The lean batched PPO (agents.batched_ppo): its advantages, a reproducible update, learning."""
+"""The lean batched PPO (agents.batched_ppo): its advantages, a reproducible update, SB3's callback
+protocol, ``rla train`` / ``rla bench --algo batched-ppo`` (checkpoint, resume, refusals), learning."""
 
 from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from stable_baselines3.common.callbacks import BaseCallback
 
-from agents.batched_ppo import BatchedPPO, generalized_advantages
+from agents.batched_ppo import BatchedPPO, RolloutOutcomeCallback, generalized_advantages
+from agents.cli import main
+from agents.loop import LoopSettings, build_loop, validate_settings
+from agents.train import _restore, load_checkpoint
 from rla_gym.evaluation import evaluate, heldout_seeds
 
 
@@ -51,6 +60,131 @@ def test_batched_ppo_updates_its_policy_reproducibly() -> None:
     assert gym.spaces.Discrete(24).contains(int(action))
     with pytest.raises(ValueError, match="must be >= 2"):
         BatchedPPO("RLA-TextNav-v0", difficulty=0.2, batch_size=1)
+
+
+class _Calls(BaseCallback):
+    """Records SB3's callback events; ``stop_at``: ``on_step`` returns False from that step on."""
+
+    def __init__(self, stop_at: int | None = None) -> None:
+        super().__init__()
+        self.events: list[str] = []
+        self.stop_at = stop_at
+
+    def _on_training_start(self) -> None:
+        self.events.append("start")
+
+    def _on_rollout_start(self) -> None:
+        self.events.append("rollout")
+
+    def _on_step(self) -> bool:
+        self.events.append("step")
+        return self.stop_at is None or self.num_timesteps < self.stop_at
+
+    def _on_rollout_end(self) -> None:
+        self.events.append("end")
+
+    def _on_training_end(self) -> None:
+        self.events.append("done")
+
+
+def test_learn_calls_sb3_callbacks_as_sb3_does() -> None:
+    model = BatchedPPO("RLA-TextNav-v0", difficulty=0.2, n_envs=8, n_steps=2, batch_size=8, n_epochs=1)
+    calls, history = _Calls(), RolloutOutcomeCallback(0.2)
+    model.learn(32, callback=[calls, history])
+    rollout = ["rollout", "step", "step", "end"]
+    assert calls.events == ["start", *rollout * 2, "done"] and calls.num_timesteps == 32
+    assert model.learn(16, callback=calls, reset_num_timesteps=False).num_timesteps == 48
+    for row in history.history:
+        assert row["loop/difficulty"] == 0.2 and row["loop/episodes"] >= 1 and 0 <= row["loop/success"] <= 1
+    before = [p.detach().clone() for p in model.policy.parameters()]
+    stopper = _Calls(stop_at=56)  # on_step returns False at 56 steps: no update on that rollout
+    model.learn(32, callback=stopper, reset_num_timesteps=False)
+    assert model.num_timesteps == 56 and stopper.events[-2:] == ["step", "done"]
+    assert all(torch.equal(a, b) for a, b in zip(before, model.policy.parameters(), strict=True))
+
+
+#: A short batched-ppo run: 32 envs x 4 steps, small minibatches.
+TRAIN = [
+    "train", "--algo", "batched-ppo", "--mode", "outcome", "--difficulty", "0.25", "--n-envs", "32",
+    "--n-steps", "4", "--batch-size", "64", "--n-epochs", "2", "--encoder", "flatten-small",
+    "--checkpoint-every", "256", "--eval-episodes", "3", "--device", "cpu",
+]  # fmt: skip
+
+
+def test_rla_train_batched_ppo_checkpoints_resumes_with_fresh_episodes_and_evaluates(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    assert main([*TRAIN, "--steps", "1024", "--out", str(out)]) == 0
+    first = load_checkpoint(out / "checkpoint.pt")
+    assert first["num_timesteps"] == 1024 and first["n_updates"] == 2 * 1024 // 128
+    assert first["rng"]["algo"] is not None and first["prm"] is None and first["curriculum"] is None
+    assert first["history"] and {"loop/timesteps", "loop/success", "loop/episodes", "loop/difficulty"} <= set(
+        first["history"][0]
+    )
+    results = json.loads((out / "results.json").read_text())
+    assert results["steps"] == 1024 and len(results["evaluation"]) == 5
+
+    # what a resume restores: the checkpoint's policy, optimizer, step counter, history and generator;
+    # the vector env's episodes are not saved, so it starts fresh ones (seeded seed + num_timesteps)
+    settings = LoopSettings(
+        **{k: v for k, v in first["settings"].items() if k in LoopSettings.__annotations__}
+    )
+    model, loop = build_loop(settings)
+    _restore(first, model, loop)
+    assert model.num_timesteps == 1024 and loop.history == first["history"] and model._obs is None
+    for name, value in model.policy.state_dict().items():
+        assert torch.equal(value, first["policy"][name])
+    assert (
+        model.policy.optimizer.state_dict()["state"][0]["step"]
+        == first["policy_optimizer"]["state"][0]["step"]
+    )
+    assert torch.equal(model.generator.get_state(), first["rng"]["algo"])
+    model.learn(128, callback=loop, reset_num_timesteps=False)
+    assert model.num_timesteps == 1152 and loop.history[-1]["loop/timesteps"] == 1152
+
+    assert main([*TRAIN, "--steps", "2048", "--out", str(out), "--resume"]) == 0
+    second = load_checkpoint(out / "checkpoint.pt")
+    assert second["num_timesteps"] == 2048 and second["n_updates"] == 2 * 2048 // 128
+    assert second["history"][: len(first["history"])] == first["history"]  # continued, not restarted
+    assert second["history"][-1]["loop/timesteps"] == 2048
+    with open(out / "progress.csv") as f:
+        steps = [int(float(row["time/total_timesteps"])) for row in csv.DictReader(f)]
+    assert steps == list(range(128, 2049, 128))  # the first run's rows, then the resumed run's
+    assert json.loads((out / "results.json").read_text())["steps"] == 2048
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"mode": "env"}, "mode 'env' is not for algo batched-ppo"),
+        ({"mode": "reward"}, "mode 'reward' is not for algo batched-ppo"),
+        ({"history": 2}, "history 2 is not for algo batched-ppo"),
+        ({"batch_size": 1}, "batch_size must be >= 2 for batched-ppo"),
+    ],
+)
+def test_bad_batched_ppo_settings_are_refused_by_name(
+    tmp_path: Path, capsys, changes: dict, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        validate_settings(LoopSettings(**{"algo": "batched-ppo", "mode": "outcome", **changes}))
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in changes.items()]
+    assert main([*TRAIN, "--steps", "1024", "--out", str(tmp_path / "run"), *flags]) == 2
+    assert message in capsys.readouterr().err and not (tmp_path / "run").exists()  # nothing written
+
+
+def test_rla_bench_runs_batched_ppo_outcome_rows_and_refuses_other_modes(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "bench"
+    common = [
+        "bench", "--algo", "batched-ppo", "--envs", "RLA-TextNav-v0", "--seeds", "1", "--steps", "512",
+        "--eval-every", "256", "--eval-episodes", "3", "--final-eval-episodes", "3", "--levels", "0", "0.5",
+        "--n-envs", "32", "--n-steps", "4", "--n-epochs", "2", "--workers", "1",
+    ]  # fmt: skip
+    assert main([*common, "--modes", "outcome", "env", "--out", str(out)]) == 2
+    assert "mode 'env' is not for algo batched-ppo" in capsys.readouterr().err and not out.exists()
+    assert main([*common, "--modes", "outcome", "--out", str(out)]) == 0
+    record = json.loads((out / "runs" / "RLA-TextNav-v0__outcome__fixed__s0.json").read_text())
+    assert record["settings"]["algo"] == "batched-ppo" and record["rm_before"] is None
+    assert [e["step"] for e in record["evaluations"]] == [0, 256, 512] and record["history"]
+    assert all(row["loop/difficulty"] == 0.25 for row in record["history"])
 
 
 @pytest.mark.slow
