@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 from collections.abc import Callable, Sequence
@@ -81,14 +82,14 @@ class GUIApp:
         return len(self._n_kind) - 1
 
     def _build_menus(self, k: GUIKnobs, rng: random.Random) -> None:
-        kinds: list[int] = []
-        labels: list[int] = []
-        children: list[list[int]] = []
-        dialogs: list[int] = []
-        self._n_kind, self._n_label, self._n_children, self._n_dialog = kinds, labels, children, dialogs
         getrandbits = rng.getrandbits
         tops = sorted(_sample(getrandbits, _TOPS, k.top_menus))
-        self._top = [self._add_node(NODE_TOP, _TOP_TOKENS[t]) for t in tops]
+        count = len(tops)
+        kinds, labels = [NODE_TOP] * count, [_TOP_TOKENS[t] for t in tops]
+        children: list[list[int]] = [[] for _ in range(count)]
+        dialogs = [-1] * count
+        self._n_kind, self._n_label, self._n_children, self._n_dialog = kinds, labels, children, dialogs
+        self._top = list(range(count))
         sub_words = _sample(getrandbits, _SUB_TOKENS, len(SUB_WORDS))
         self._d_label = _sample(getrandbits, _DIALOG_TOKENS, k.dialogs)
         self._d_path = []
@@ -99,13 +100,12 @@ class GUIApp:
         for node in range(len(kinds)):
             if kinds[node] <= NODE_SUB:  # a top menu or a submenu: commands fill it up
                 items = children[node]
-                first = len(kinds)
-                for label in _sample(getrandbits, _COMMAND_TOKENS, cap - len(items)):
-                    kinds.append(NODE_COMMAND)
-                    labels.append(label)
-                    children.append([])
-                    dialogs.append(-1)
-                items += range(first, len(kinds))
+                first, fill = len(kinds), cap - len(items)
+                labels += _sample(getrandbits, _COMMAND_TOKENS, fill)
+                kinds += [NODE_COMMAND] * fill
+                children += [[] for _ in range(fill)]
+                dialogs += [-1] * fill
+                items += range(first, first + fill)
                 _shuffle(getrandbits, items)
 
     def _place_opener(
@@ -144,34 +144,27 @@ class GUIApp:
     def _build_dialogs(self, k: GUIKnobs, rng: random.Random) -> None:
         getrandbits, rand = rng.getrandbits, rng.random
         self._d_tabs = [_sample(getrandbits, _TAB_TOKENS, k.tabs) for _ in range(k.dialogs)]
-        controls, pages = k.controls, k.dialogs * k.tabs
-        count = pages * controls
-        self._d_pages = [
-            [
-                list(range(start, start + controls))
-                for start in range(first, first + k.tabs * controls, controls)
-            ]
-            for first in range(0, count, k.tabs * controls)
-        ]
-        self._zeros = [(0,) * k.tabs] * k.dialogs
-        self._c_label = [_LABEL_TOKENS[x] for x in _sample(getrandbits, _LABELS, count)]
-        self._c_row = list(range(controls)) * pages
-        self._c_page = [page for page in range(k.tabs) for _ in range(controls)] * k.dialogs
+        # the page layout depends on the knobs alone: shared, read-only
+        self._d_pages, self._zeros, self._c_row, self._c_page = _pages(k.dialogs, k.tabs, k.controls)
+        count = k.dialogs * k.tabs * k.controls
+        self._c_label = _sample(getrandbits, _LABEL_TOKENS, count)  # what sampling _LABELS draws
         # each control's kind, then its value (_random_value, inlined: a world has up to 160)
         kinds: list[int] = []
         values: list[int] = []
         self._c_kind, self._initial = kinds, values
+        kind, value = kinds.append, values.append
+        numbers, words = len(NUMBERS), len(WORDS)
         for _ in range(count):
             u = rand()
             if u < 0.5:
-                kinds.append(KIND_CHECK)
-                values.append(ON if rand() < 0.5 else OFF)
+                kind(KIND_CHECK)
+                value(ON if rand() < 0.5 else OFF)
             elif u < 0.8:
-                kinds.append(KIND_NUMBER)
-                values.append(VALUE_TOKENS[int(rand() * len(NUMBERS))])
+                kind(KIND_NUMBER)
+                value(VALUE_TOKENS[int(rand() * numbers)])
             else:
-                kinds.append(KIND_WORD)
-                values.append(VALUE_TOKENS[len(NUMBERS) + int(rand() * len(WORDS))])
+                kind(KIND_WORD)
+                value(VALUE_TOKENS[numbers + int(rand() * words)])
 
     def _place_goals(self, k: GUIKnobs, rng: random.Random) -> None:
         self._g_control = []
@@ -203,24 +196,43 @@ class GUIApp:
             self._d_mask[dialog] |= 1 << g
 
 
+@functools.lru_cache(maxsize=64)
+def _pages(
+    dialogs: int, tabs: int, controls: int
+) -> tuple[list[list[list[int]]], list[tuple[int, ...]], list[int], list[int]]:
+    """The control ids of each dialog's pages, the pages' zero scroll offsets, each control's
+    row and page: fixed by the knobs."""
+    per_dialog = tabs * controls
+    pages = [
+        [list(range(start, start + controls)) for start in range(first, first + per_dialog, controls)]
+        for first in range(0, dialogs * per_dialog, per_dialog)
+    ]
+    rows = list(range(controls)) * (dialogs * tabs)
+    page_of = [page for page in range(tabs) for _ in range(controls)] * dialogs
+    return pages, [(0,) * tabs] * dialogs, rows, page_of
+
+
+@functools.lru_cache(maxsize=256)
+def _set_size(k: int) -> int:
+    """CPython ``sample``'s threshold between a pool and a set of indices, for ``k`` draws."""
+    return 21 + (4 ** math.ceil(math.log(k * 3, 4)) if k > 5 else 0)
+
+
 def _sample(getrandbits: Callable[[int], int], population: Sequence[T], k: int) -> list[T]:
     """``random.Random.sample(population, k)`` of the generator whose ``getrandbits`` this is: the
     same draws, the same result (CPython's algorithm, with its ``_randbelow`` inlined, since a
     world draws a dozen samples)."""
     n = len(population)
-    setsize = 21  # the size of a small set minus that of an empty list
-    if k > 5:
-        setsize += 4 ** math.ceil(math.log(k * 3, 4))
     result = []
-    if n <= setsize:  # a pool of the population
+    if n <= _set_size(k):  # a pool of the population
         pool = list(population)
-        for i in range(k):
-            m = n - i
+        append = result.append
+        for m in range(n, n - k, -1):
             bits = m.bit_length()
             j = getrandbits(bits)
             while j >= m:
                 j = getrandbits(bits)
-            result.append(pool[j])
+            append(pool[j])
             pool[j] = pool[m - 1]
     else:  # a set of the indices drawn
         selected: set[int] = set()

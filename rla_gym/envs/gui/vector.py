@@ -358,29 +358,38 @@ class GUIVectorEnv(ArrayVectorEnv):
     def _session_tables(self, rows: np.ndarray) -> None:
         """The oracle's per-episode tables of ``rows``: ``units``, ``spans`` and ``rest``."""
         k = rows.size
-        exists = self._goals[rows][:, None] > _GOAL
         controls = self._g_control[rows]
+        check = self._c_kind[rows[:, None], controls] == KIND_CHECK
+        units = (_MEMBER[None] * np.where(check, 1, 2)[:, None, :]).sum(axis=2)
+        self._units[rows] = units
+        # spans only over the goals, pages and offsets these rows have: the other entries are
+        # never read (subsets with a missing goal cost BIG) and stay 0, as the full table has them
+        goals = int(self._goals[rows].max())
+        subsets, pages = 1 << goals, int(self._tabs[rows].max())
+        offsets = max(int(self._controls[rows].max()) - ROWS + 1, 1)
+        member, goal = _MEMBER[:subsets, :goals], _GOAL[:goals]
+        exists = self._goals[rows][:, None] > goal
+        controls = controls[:, :goals]
         per_page = self._controls[rows][:, None]
         row = controls % per_page
-        page = self._g_page[rows]
+        page = self._g_page[rows, :goals]
         dialog = controls // (per_page * self._tabs[rows][:, None])
-        check = self._c_kind[rows[:, None], controls] == KIND_CHECK
-        key = np.where(exists, dialog * TAB_SLOTS + page, -1 - _GOAL)  # a page of a dialog
+        key = np.where(exists, dialog * TAB_SLOTS + page, -1 - goal)  # a page of a dialog
         same = key[:, :, None] == key[:, None, :]  # (k, goal, other goal)
-        group = _MEMBER[None, :, None, :] & same[:, None, :, :]  # (k, subset, goal, other in its page)
+        group = member[None, :, None, :] & same[:, None, :, :]  # (k, subset, goal, other in its page)
         rows_of = row[:, None, None, :].astype(np.int16)  # int16: the span table's arithmetic on fewer bytes
         lo = np.where(group, rows_of, np.int16(BIG)).min(axis=3)
         hi = np.where(group, rows_of, np.int16(-1)).max(axis=3)
-        earlier = _GOAL[None, :] < _GOAL[:, None]  # (goal, other): other comes first
-        lead = _MEMBER[None, :, :] & ~(group & earlier[None, None]).any(axis=3)  # (k, subset, goal)
-        tab = page[:, None, :, None, None] != _PAGE[None, None, None, :, None]
-        scroll = scroll_costs(_OFFSET, lo[..., None, None], hi[..., None, None])
+        earlier = goal[None, :] < goal[:, None]  # (goal, other): other comes first
+        lead = member[None, :, :] & ~(group & earlier[None, None]).any(axis=3)  # (k, subset, goal)
+        tab = page[:, None, :, None, None] != _PAGE[None, None, None, :pages, None]
+        scroll = scroll_costs(_OFFSET[:offsets], lo[..., None, None], hi[..., None, None])
         spans = np.where(lead[..., None, None], tab + scroll, 0)  # (k, subset, goal, page, offset)
-        self._spans[rows] = spans.reshape(k, SPAN_TABLE)
-        units = (_MEMBER[None] * np.where(check, 1, 2)[:, None, :]).sum(axis=2)
-        self._units[rows] = units
+        table = np.zeros((k, SUBSETS, MAX_GOALS, TAB_SLOTS, OFFSETS), dtype=np.int16)
+        table[:, :subsets, :goals, :pages, :offsets] = spans
+        self._spans[rows] = table.reshape(k, SPAN_TABLE)
         # rest: every goal dialog with something to fix, opened from closed menus
-        opened = units + spans[:, :, :, 0, 0].sum(axis=2)  # (k, subset): session from page 0
+        opened = units[:, :subsets] + spans[:, :, :, 0, 0].sum(axis=2)  # (k, subset): session from page 0
         todo = _SUBSET[None, :, None] & self._d_mask[rows, None, :GOAL_DIALOGS]  # (k, subset, dialog)
         sessions = np.take_along_axis(opened, todo.reshape(k, -1), axis=1).reshape(todo.shape)
         menus = self._d_len[rows][:, None, :]  # each goal dialog's menu clicks, then its opener and OK
