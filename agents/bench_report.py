@@ -1,6 +1,6 @@
 """Tables, statistics and plots of an ``rla bench`` results directory.
 
-A run's score is its final greedy success averaged over the in-domain levels (those
+A run's score is its final success (the stochastic policy's) averaged over the in-domain levels (those
 within the training range) or over the out-of-distribution levels (harder than anything
 trained on). Aggregates are the interquartile mean (IQM) over runs with a 95 % stratified
 bootstrap confidence interval: runs are resampled within each env, with
@@ -145,7 +145,9 @@ def summarize(runs: list[dict[str, Any]], references: dict[str, Any] | None = No
             cell = per_env[f"{env} / Random policy"]
             cell["in_domain"].append(score({"success": reference["random"]}, inside))
             cell["ood"].append(score({"success": reference["random"]}, outside))
-            cell["auc_normalised"].append(0.0)
+            cell["auc_normalised"].append(
+                _normalised_auc({**own[0], "evaluations": [{"success": reference["random"]}]}, references)
+            )
     return {
         **comparisons(runs, references),
         "ablation": {k: ablation[k] for k in (*ROW_ORDER, *sorted(ablation)) if k in ablation},
@@ -202,6 +204,14 @@ def comparisons(runs: list[dict[str, Any]], references: dict[str, Any] | None) -
             for label, pairs in sorted(rows.items())
         },
     }
+
+
+def _verdict(row: dict[str, Any]) -> str:
+    if row["resolved"]:
+        return "yes"
+    if not row.get("can_resolve", True):
+        return f"no: {row['pairs']} pairs cannot reach p < 0.05 after Holm"
+    return "no"
 
 
 def _cell(triple: Any) -> str:
@@ -265,7 +275,7 @@ def markdown(summary: dict[str, Any]) -> str:
             interval = _cell((row["difference"], row["low"], row["high"]))
             lines.append(
                 f"| {row['comparison']} | {row['pairs']} | {interval} | {_number(row['p_improvement'])} | "
-                f"{row['p']:.3f} | {row['p_holm']:.3f} | {'yes' if row['resolved'] else 'no'} |"
+                f"{row['p']:.3f} | {row['p_holm']:.3f} | {_verdict(row)} |"
             )
     lines += [
         "",

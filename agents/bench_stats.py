@@ -13,7 +13,10 @@ the (env, seed) both rows ran. Per comparison:
   step-down correction of those p-values.
 
 A comparison *resolves* when its Holm-adjusted p is below 0.05; otherwise the data cannot
-tell the rows apart at this number of seeds, which is not the same as "no difference".
+tell the rows apart at this number of seeds, which is not the same as "no difference". With n
+pairs the exact test's smallest p is 2 / 2^n, and Holm multiplies the smallest p of a family
+of k comparisons by k: a comparison can resolve only when k * 2 / 2^n < 0.05 (5 pairs never;
+8 pairs for a family of up to 6, 9 for up to 12). ``can_resolve`` says whether it could.
 """
 
 from __future__ import annotations
@@ -86,15 +89,30 @@ def sign_flip_p(differences: Sequence[float], rounds: int = 20_000, seed: int = 
         signs = np.array(list(itertools.product((1.0, -1.0), repeat=len(d))))
     else:
         signs = np.random.default_rng(seed).choice((1.0, -1.0), size=(rounds, len(d)))
-    means = np.abs(signs @ d) / len(d)
-    return float(np.mean(means >= observed - 1e-12))
+    extreme = int(np.sum(np.abs(signs @ d) / len(d) >= observed - 1e-12))
+    if len(d) <= 16:
+        return extreme / len(signs)
+    return (extreme + 1) / (rounds + 1)  # Monte Carlo: never 0 (Phipson and Smyth 2010)
+
+
+def smallest_p(pairs: int, rounds: int = 20_000) -> float:
+    """The smallest two-sided p :func:`sign_flip_p` can give with ``pairs`` pairs: 2 / 2^n
+    (every difference of one sign), or 1 / (rounds + 1) by Monte Carlo beyond 16 pairs.
+
+    Examples:
+        >>> smallest_p(5)  # five seeds: no comparison can reach p < 0.05
+        0.0625
+    """
+    if pairs < 1:
+        return 1.0
+    return 2.0 / 2**pairs if pairs <= 16 else 1.0 / (rounds + 1)
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:
     """Holm's step-down adjusted p-values (family-wise error), in the input order; NaN stays NaN.
 
     Examples:
-        >>> holm([0.01, 0.04, 0.03])
+        >>> [round(p, 6) for p in holm([0.01, 0.04, 0.03])]
         [0.03, 0.06, 0.06]
     """
     p = np.asarray(pvalues, dtype=np.float64)
@@ -105,7 +123,7 @@ def holm(pvalues: Sequence[float]) -> list[float]:
     for rank, index in enumerate(finite[np.argsort(p[finite], kind="stable")]):
         running = max(running, min(1.0, (m - rank) * p[index]))
         adjusted[index] = running
-    return [round(float(v), 12) for v in adjusted]
+    return [float(v) for v in adjusted]
 
 
 def paired_interval(
@@ -146,9 +164,12 @@ def compare(
             "low": low, "high": high, "p_improvement": probability_of_improvement(by_env),
             "p": sign_flip_p(differences, seed=seed) if differences else math.nan,
         })  # fmt: skip
+    family = len(results)
     for result, adjusted in zip(results, holm([r["p"] for r in results]), strict=True):
         result["p_holm"] = adjusted
         result["resolved"] = bool(adjusted < ALPHA)
+        # Holm multiplies the smallest p by the family's size: below this, no data can resolve
+        result["can_resolve"] = bool(family * smallest_p(result["pairs"]) < ALPHA)
     return results
 
 

@@ -14,7 +14,8 @@ difficulty, and the area under the learning curve.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -104,6 +105,8 @@ def evaluate_batched(
         [(0.0, 1.0), (0.5, 1.0)]
     """
     levels = [check_difficulty(level, "level") for level in levels]
+    if not levels:
+        raise ValueError("levels must name at least one difficulty, got none")
     if isinstance(tasks, bool) or not isinstance(tasks, int) or tasks < 1:
         raise ValueError(f"tasks must be an integer >= 1, got {tasks!r}")
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
@@ -113,6 +116,20 @@ def evaluate_batched(
     success = np.zeros(len(grid))
     length = np.zeros(len(grid))
     envs = _vector_env(env_id, base, min(chunk, len(grid)))
+    with _own_random_state():  # a stochastic policy's draws leave the caller's training alone
+        _play(envs, agent, grid, success, length)
+    rows_out = []
+    for k, level in enumerate(levels):
+        block = slice(k * tasks, (k + 1) * tasks)
+        rows_out.append({
+            "difficulty": level, "success": float(success[block].mean()),
+            "mean_length": float(length[block].mean()), "episodes": tasks,
+        })  # fmt: skip
+    return rows_out
+
+
+def _play(envs: Any, agent: BatchAgent, grid: list[Any], success: np.ndarray, length: np.ndarray) -> None:
+    """One episode of ``agent`` on every task of ``grid``, ``envs.num_envs`` at a time."""
     try:
         for start in range(0, len(grid), envs.num_envs):
             part = grid[start : start + envs.num_envs]
@@ -133,14 +150,28 @@ def evaluate_batched(
                 running &= ~ended
     finally:
         envs.close()
-    rows_out = []
-    for k, level in enumerate(levels):
-        block = slice(k * tasks, (k + 1) * tasks)
-        rows_out.append({
-            "difficulty": level, "success": float(success[block].mean()),
-            "mean_length": float(length[block].mean()), "episodes": tasks,
-        })  # fmt: skip
-    return rows_out
+
+
+@contextlib.contextmanager
+def _own_random_state() -> Iterator[None]:
+    """Run the block on a copy of torch's (CPU, and current CUDA device's) and numpy's global
+    random states, restoring them after: evaluating a stochastic policy during training leaves
+    the training's draws as they were."""
+    state = np.random.get_state()  # noqa: NPY002
+    try:
+        import torch
+    except ImportError:  # the lean install: no policy to sample
+        torch = None  # type: ignore[assignment]
+    try:
+        if torch is None:
+            yield
+        else:
+            cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+            devices = [torch.cuda.current_device()] if cuda else []
+            with torch.random.fork_rng(devices=devices):
+                yield
+    finally:
+        np.random.set_state(state)  # noqa: NPY002
 
 
 # ---------------------------------------------------------------- metrics

@@ -49,7 +49,7 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
     settings = apply_preset(LoopSettings(
         env=job["env"], mode="outcome", difficulty=job["level"], max_difficulty=job["level"],
         seed=job["seed"], device="cpu", **{"preset": "fast", **job["overrides"]},
-    ))  # fmt: skip
+    ), given=set(job["overrides"]))  # fmt: skip
     model, loop = build_loop(settings)
     curve: list[dict[str, Any]] = []
     start = time.perf_counter()
@@ -85,9 +85,15 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
 
 def plateau(curve: list[dict[str, Any]]) -> int | None:
     """The first evaluation step from which stochastic success never gains more than GAIN again
-    (None when the last evaluation still gains: the curve is still rising)."""
+    over at least two later evaluations (None: still rising, or too few evaluations to tell).
+
+    Examples:
+        >>> points = [{"step": k, "stochastic": v} for k, v in enumerate([0.1, 0.5, 0.52, 0.53, 0.7])]
+        >>> plateau(points), plateau(points[:4])
+        (None, 1)
+    """
     values = [point["stochastic"] for point in curve]
-    for i, value in enumerate(values[:-1]):
+    for i, value in enumerate(values[:-2]):
         if max(values[i + 1 :]) <= value + GAIN:
             return int(curve[i]["step"])
     return None
@@ -146,7 +152,8 @@ def main() -> None:
     print("|---|---:|---:|---:|---:|---:|---:|")
     for r in results:
         last = r["curve"][-1]
-        print(f"| {r['env']} | {r['level']} | {r['seed']} | {r['plateau_step'] or 'still rising'} | "
+        flat = "still rising" if r["plateau_step"] is None else r["plateau_step"]
+        print(f"| {r['env']} | {r['level']} | {r['seed']} | {flat} | "
               f"{last['stochastic']:.2f} | {last['greedy']:.2f} | {r['steps_per_second']:,} |")  # fmt: skip
     try:
         import matplotlib

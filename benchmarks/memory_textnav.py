@@ -49,7 +49,8 @@ def _settings(config: str, algo: str, encoder: str, seed: int) -> LoopSettings:
         LoopSettings(
             env=ENV, preset="fast", algo=algo, mode="outcome", difficulty=LEVEL, history=history,
             encoder=encoder, seed=seed, device="cpu",
-        )
+        ),
+        given={"algo", "encoder", "history"},  # these win over the preset, even at their defaults
     )  # fmt: skip
 
 

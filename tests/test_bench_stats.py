@@ -35,10 +35,12 @@ def test_sign_flip_p_is_exact_for_few_pairs_and_close_for_many() -> None:
 
 
 def test_holm_steps_down_and_keeps_order() -> None:
-    assert holm([0.01, 0.04, 0.03]) == [0.03, 0.06, 0.06]
-    assert holm([0.2, 0.01]) == [0.2, 0.02]
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert holm([0.2, 0.01]) == pytest.approx([0.2, 0.02])
     adjusted = holm([0.5, math.nan, 0.001])
-    assert adjusted[0] == 0.5 and math.isnan(adjusted[1]) and adjusted[2] == 0.002
+    assert (
+        adjusted[0] == pytest.approx(0.5) and math.isnan(adjusted[1]) and adjusted[2] == pytest.approx(0.002)
+    )
 
 
 def test_pairs_improvement_and_interval() -> None:
@@ -132,3 +134,19 @@ def test_write_report_reads_the_references_and_draws_the_profiles(tmp_path) -> N
     assert [r["comparison"] for r in summary["comparisons"]] == ["+ Env vs Outcome-only"]
     assert "Pre-declared comparisons" in (tmp_path / "summary.md").read_text()
     assert (tmp_path / "profiles.png").stat().st_size > 0
+
+
+def test_too_few_pairs_are_reported_as_unable_to_resolve() -> None:
+    from agents.bench_stats import smallest_p
+
+    assert smallest_p(5) == 0.0625 and smallest_p(20) == pytest.approx(1 / 20_001)
+    assert sign_flip_p([1.0] * 20) == pytest.approx(1 / 20_001)  # Monte Carlo: never exactly 0
+    five = {("A", s): 1.0 for s in range(5)}
+    results = compare({"+ Env": five, "Outcome-only": dict.fromkeys(five, 0.0)}, [("+ Env", "Outcome-only")])
+    (only,) = results
+    assert only["p"] == 0.0625 and not only["resolved"] and not only["can_resolve"]
+    nine = {("A", s): 1.0 for s in range(9)}
+    (enough,) = compare({"X": nine, "Y": dict.fromkeys(nine, 0.0)}, [("X", "Y")])
+    assert enough["resolved"] and enough["can_resolve"] and enough["p"] == pytest.approx(2 / 2**9)
+    summary = {"ablation": {}, "strategies": {}, "per_env": {}, "comparisons": results, "score": "s"}
+    assert "no: 5 pairs cannot reach p < 0.05 after Holm" in markdown(summary)

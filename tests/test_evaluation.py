@@ -84,3 +84,22 @@ def test_the_protocol_metrics() -> None:
         frontier_d50([0.0, 0.0], [1.0, 1.0])
     with pytest.raises(ValueError, match="must be finite"):
         area_under([0.0, 1.0], [0.5, float("nan")])
+
+
+def test_evaluating_a_stochastic_policy_leaves_the_callers_random_state_alone() -> None:
+    """Evaluations during training must not change what the run learns next."""
+    settings = LoopSettings(algo="ppo", mode="outcome", n_envs=2, n_steps=64, seed=0, device="cpu")
+    model, _ = build_loop(settings)
+    torch.manual_seed(5)
+    np.random.seed(5)  # noqa: NPY002
+    before_torch, before_numpy = torch.get_rng_state(), np.random.get_state()[1].copy()  # noqa: NPY002
+    first = evaluate_batched("RLA-TextNav-v0", policy_batch_agent(model, False, False), (0.0, 0.2), tasks=8)
+    assert torch.equal(torch.get_rng_state(), before_torch)
+    assert np.array_equal(np.random.get_state()[1], before_numpy)  # noqa: NPY002
+    # the same caller state gives the same stochastic evaluation
+    assert (
+        evaluate_batched("RLA-TextNav-v0", policy_batch_agent(model, False, False), (0.0, 0.2), tasks=8)
+        == first
+    )
+    with pytest.raises(ValueError, match="levels must name at least one difficulty"):
+        evaluate_batched("RLA-TextNav-v0", random_batch_agent(), levels=(), tasks=2)
