@@ -368,16 +368,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         given = set(vars(build_parser(suppress_defaults=True, command=command).parse_args(argv)))
         if kwargs.get("config"):  # defaults < the config file < flags given on the command line
-            from agents.bench import load_config
+            from agents.bench import load_config, read_settings_file
 
+            in_file = set(read_settings_file(kwargs["config"], settings_cls))
             kwargs = dataclasses.asdict(load_config(settings_cls(**kwargs), given))
+            given |= in_file  # what the file sets wins over a preset too, even at a default value
         settings = settings_cls(**kwargs)
         if getattr(settings, "preset", ""):  # defaults < the preset < the config file < flags
             from agents.loop import apply_preset
 
-            defaults = settings_cls(**{k: v for k, v in kwargs.items() if k == "preset"})
-            configured = {k for k in kwargs if getattr(settings, k) != getattr(defaults, k)}
-            settings = apply_preset(settings, given | (configured - {"preset"}))
+            settings = apply_preset(settings, given)
         run(settings)
     except (ValueError, TypeError, OSError, ImportError, gym.error.Error) as error:
         print(f"rla: error: {error}", file=sys.stderr)

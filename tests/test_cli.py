@@ -157,3 +157,18 @@ def test_eval_defaults_to_the_newest_run(tmp_path, monkeypatch, capsys) -> None:
         os.utime(checkpoint, (1e9 - age, 1e9 - age))
     assert _resolve_run("latest") == os.path.join("runs", "new")
     assert _resolve_run("runs/old") == "runs/old"
+
+
+def test_a_config_file_value_wins_over_the_preset_even_at_its_default(tmp_path, monkeypatch) -> None:
+    """defaults < the preset < the config file < flags given on the command line."""
+    import agents.cli as cli
+
+    seen = []
+    text, settings_of, _ = cli.COMMANDS["bench"]
+    monkeypatch.setitem(cli.COMMANDS, "bench", (text, settings_of, seen.append))
+    config = tmp_path / "bench.toml"
+    config.write_text('n_envs = 4\nencoder = "flatten"\nn_epochs = 7\n')  # n_envs, encoder at defaults
+    assert main(["bench", "--config", str(config), "--preset", "fast", "--n-epochs", "3"]) == 0
+    (settings,) = seen
+    assert (settings.n_envs, settings.encoder) == (4, "flatten")  # the file's, not the preset's
+    assert settings.n_epochs == 3 and settings.vec_env == "batched" and settings.preset == ""
