@@ -154,10 +154,11 @@ def test_the_history_agent_evaluates_with_the_training_history() -> None:
         return predict(obs, **kwargs)
 
     model.predict = recording  # type: ignore[method-assign]
-    rows = evaluate_batched(ENV, history_batch_agent(model, 2, False, True), (0.0,), 3)
-    assert rows[0]["episodes"] == 3
+    # d = 0.5: every route takes at least 4 moves, so no episode ends at its first step
+    rows = evaluate_batched(ENV, history_batch_agent(model, 2, False, True), (0.5,), 3)
+    assert rows[0]["episodes"] == 3 and len(seen) > 1
     first = seen[0]
     assert not first[:, LENGTH : 2 * LENGTH].any() and not first[:, -2:].any()  # a fresh episode
-    if len(seen) > 1:  # the second step holds the first observation and the first action
-        assert np.array_equal(seen[1][:, LENGTH : 2 * LENGTH], first[:, :LENGTH])
-        assert (seen[1][:, -2] >= BASE).all() and not seen[1][:, -1].any()
+    # the second step holds the first observation and the first action
+    assert np.array_equal(seen[1][:, LENGTH : 2 * LENGTH], first[:, :LENGTH])
+    assert (seen[1][:, -2] >= BASE).all() and not seen[1][:, -1].any()
