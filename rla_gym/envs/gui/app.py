@@ -223,7 +223,7 @@ def _sample(getrandbits: Callable[[int], int], population: Sequence[T], k: int) 
     same draws, the same result (CPython's algorithm, with its ``_randbelow`` inlined, since a
     world draws a dozen samples)."""
     n = len(population)
-    result = []
+    result: list[T] = []
     if n <= _set_size(k):  # a pool of the population
         pool = list(population)
         append = result.append

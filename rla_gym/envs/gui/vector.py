@@ -26,6 +26,7 @@ of typing (the target value or another) go through the same subset minimum in on
 from __future__ import annotations
 
 from itertools import chain
+from operator import attrgetter, itemgetter
 from typing import Any, ClassVar
 
 import numpy as np
@@ -247,29 +248,29 @@ class GUIVectorEnv(ArrayVectorEnv):
         k = rows.size
         fields = (
             (kn.items_per_menu, kn.tabs, kn.controls, kn.instant_apply, kn.goal_dialogs)
-            for kn in (env._knobs for env in envs)
+            for kn in map(attrgetter("_knobs"), envs)
         )
         ints = _table(k, 5, fields, np.int64)
         self._cap[rows], self._tabs[rows], self._controls[rows] = ints[:, 0], ints[:, 1], ints[:, 2]
         self._instant[rows] = ints[:, 3]
-        self._tokens[rows, :_HEAD] = _table(k, _HEAD, (env._instruction for env in envs))
-        self._buttons[rows] = _table(k, 2 * SLOT_TOKENS, (env._buttons for env in envs))
+        self._tokens[rows, :_HEAD] = _table(k, _HEAD, map(attrgetter("_instruction"), envs))
+        self._buttons[rows] = _table(k, 2 * SLOT_TOKENS, map(attrgetter("_buttons"), envs))
         self._load_menus(rows, envs, ints[:, 4])
         self._load_dialogs(rows, envs)
 
     def _load_menus(self, rows: np.ndarray, envs: list[GUIEnv], goal_dialogs: np.ndarray) -> None:
         """The menu tree: nodes, each menu's items and their screen slots, the goal dialogs' paths."""
-        kind, owner, node = _flatten([env._n_kind for env in envs])
+        kind, owner, node = _flatten(list(map(attrgetter("_n_kind"), envs)))
         r = rows[owner]
         self._kind[r, node] = kind
         label = np.fromiter(
-            chain.from_iterable(env._n_label for env in envs), dtype=np.int64, count=kind.size
+            chain.from_iterable(map(attrgetter("_n_label"), envs)), dtype=np.int64, count=kind.size
         )
         opens = np.fromiter(
-            chain.from_iterable(env._n_dialog for env in envs), dtype=np.int64, count=kind.size
+            chain.from_iterable(map(attrgetter("_n_dialog"), envs)), dtype=np.int64, count=kind.size
         )
         self._opens[r, node] = opens
-        tops, owner_t, slot_t = _flatten([env._top for env in envs])
+        tops, owner_t, slot_t = _flatten(list(map(attrgetter("_top"), envs)))
         self._n_top[rows] = np.bincount(owner_t, minlength=rows.size)
         self._top[rows] = -1
         self._top[rows[owner_t], slot_t] = tops
@@ -281,7 +282,9 @@ class GUIVectorEnv(ArrayVectorEnv):
         # tops and submenus have exactly ``cap`` items each, listed in node order
         menus = np.flatnonzero(kind <= NODE_SUB)
         cap = self._cap[r[menus]]
-        children = _ints(chain.from_iterable(chain.from_iterable(env._n_children for env in envs)), cap.sum())
+        children = _ints(
+            chain.from_iterable(chain.from_iterable(map(attrgetter("_n_children"), envs))), cap.sum()
+        )
         menu = np.repeat(menus, cap)  # the menu's index in the flat lists
         slot = np.arange(menu.size) - np.repeat(np.cumsum(cap) - cap, cap)
         rc = r[menu]
@@ -310,48 +313,52 @@ class GUIVectorEnv(ArrayVectorEnv):
 
     def _load_dialogs(self, rows: np.ndarray, envs: list[GUIEnv]) -> None:
         """The dialogs (labels, tabs, goal masks), their controls (kinds, labels, values), the goals."""
-        labels, owner_d, dialog = _flatten([env._d_label for env in envs])
+        labels, owner_d, dialog = _flatten(list(map(attrgetter("_d_label"), envs)))
         rd = rows[owner_d]
         self._d_label[rd, dialog] = labels
         self._d_mask[rows] = 0
-        self._d_mask[rd, dialog] = _ints(chain.from_iterable(env._d_mask for env in envs), labels.size)
+        self._d_mask[rd, dialog] = _ints(chain.from_iterable(map(attrgetter("_d_mask"), envs)), labels.size)
         per = self._tabs[rd]  # tab pages per dialog
-        tabs = _ints(chain.from_iterable(chain.from_iterable(env._d_tabs for env in envs)), per.sum())
+        tabs = _ints(chain.from_iterable(chain.from_iterable(map(attrgetter("_d_tabs"), envs))), per.sum())
         rt, page = np.repeat(rd, per), np.arange(tabs.size) - np.repeat(np.cumsum(per) - per, per)
         self._tab_block[rows] = 0
         self._tab_block[
             rt[:, None], np.repeat(dialog, per)[:, None], (page * SLOT_TOKENS)[:, None] + _SLOT
         ] = _slots(TAB, tabs)
-        kinds, owner_c, control = _flatten([env._c_kind for env in envs])
+        kinds, owner_c, control = _flatten(list(map(attrgetter("_c_kind"), envs)))
         rc = rows[owner_c]
         self._c_kind[rc, control] = kinds
-        self._committed[rc, control] = _ints(chain.from_iterable(env._committed for env in envs), kinds.size)
-        names = _ints(chain.from_iterable(chain.from_iterable(env._c_label for env in envs)), 2 * kinds.size)
+        self._committed[rc, control] = _ints(
+            chain.from_iterable(map(attrgetter("_committed"), envs)), kinds.size
+        )
+        names = _ints(
+            chain.from_iterable(chain.from_iterable(map(attrgetter("_c_label"), envs))), 2 * kinds.size
+        )
         self._control_slot[rc, control, 0] = np.where(kinds == KIND_CHECK, CHECKBOX, FIELD)
         self._control_slot[rc, control, 1:] = names.reshape(-1, 2)
-        goals, owner_g, goal = _flatten([env._g_control for env in envs])
+        goals, owner_g, goal = _flatten(list(map(attrgetter("_g_control"), envs)))
         rg = rows[owner_g]
         self._goals[rows] = np.bincount(owner_g, minlength=rows.size)
         self._g_control[rows] = 0
         self._g_control[rg, goal] = goals
         self._goal_of[rows] = -1
         self._goal_of[rg, goals] = goal
-        self._g_target[rg, goal] = _ints(chain.from_iterable(env._g_target for env in envs), goals.size)
+        self._g_target[rg, goal] = _ints(chain.from_iterable(map(attrgetter("_g_target"), envs)), goals.size)
         self._g_page[rows] = 0
         self._g_page[rg, goal] = (goals // self._controls[rg]) % self._tabs[rg]
 
     def _load_state(self, rows: np.ndarray, envs: list[GUIEnv]) -> None:
         """The starting ``GUICore`` of ``envs`` into rows ``rows``."""
-        cores = [env._core for env in envs]
+        cores = list(map(attrgetter("_core"), envs))
         fields = ((core[0], len(core[1]), core[2], core[4], core[5], core[6]) for core in cores)
         ints = _table(rows.size, 6, fields, np.int64)
         self._dialog[rows], self._depth[rows], self._page[rows] = ints[:, 0], ints[:, 1], ints[:, 2]
         self._focus[rows], self._pw[rows], self._cw[rows] = ints[:, 3], ints[:, 4], ints[:, 5]
         self._path[rows] = -1
-        path, owner, level = _flatten([core[1] for core in cores])
+        path, owner, level = _flatten(list(map(itemgetter(1), cores)))
         self._path[rows[owner], level] = path
         self._offsets[rows] = 0
-        offsets, owner, page = _flatten([core[3] for core in cores])
+        offsets, owner, page = _flatten(list(map(itemgetter(3), cores)))
         self._offsets[rows[owner], page] = offsets
         self._pending[rows] = self._committed[rows]
 
