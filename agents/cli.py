@@ -370,7 +370,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if kwargs.get("config"):  # defaults < the config file < flags given on the command line
             from agents.bench import load_config, read_settings_file
 
-            in_file = set(read_settings_file(kwargs["config"], settings_cls))
+            in_file = set(read_settings_file(str(kwargs["config"]), settings_cls))
             kwargs = dataclasses.asdict(load_config(settings_cls(**kwargs), given))
             given |= in_file  # what the file sets wins over a preset too, even at a default value
         settings = settings_cls(**kwargs)

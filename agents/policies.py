@@ -37,7 +37,7 @@ class _RowGather(torch.autograd.Function):
 def gather_rows(weight: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     """Rows ``weight[ids]`` for 1-D ``ids``, as ``F.embedding(ids, weight, padding_idx=0)`` (row 0
     gets no gradient) with a backward that sums rows by ``index_add_``: much faster on the CPU."""
-    return _RowGather.apply(weight, ids)  # type: ignore[no-any-return]
+    return _RowGather.apply(weight, ids)
 
 
 class TokenFeaturesExtractor(BaseFeaturesExtractor):
