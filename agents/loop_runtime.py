@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import deque
+from collections.abc import Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -192,11 +193,13 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
         n = self.num_envs
         # per step: obs tokens, action, next obs tokens, exact label, fall of the optimal distance
         self._steps: list[list[StepRow]] = [[] for _ in range(n)]
-        self._votes: list[list[np.ndarray]] = [[] for _ in range(n)]
-        self._estimates: list[list[float]] = [[] for _ in range(n)]
-        self._unscored: list[list[int]] = [[] for _ in range(n)]  # rollout positions of unscored steps
-        self._process: list[np.ndarray] = []  # per vector step of the rollout: lambda * mean vote
-        self._last_votes: dict[int, np.ndarray] = {}
+        self._votes: list[list[np.ndarray]] = [[] for _ in range(n)]  # per env: its scored chunks
+        self._estimates: list[list[np.ndarray]] = [[] for _ in range(n)]
+        # the rollout so far, one row per vector step: what the voters see, and the process rewards
+        self._rollout: dict[str, np.ndarray] = {}
+        self._position = 0  # vector steps recorded in self._rollout
+        self._unscored_from = np.zeros(n, dtype=np.int64)  # each env's first unscored position
+        self._step_votes: np.ndarray | None = None  # deferred=False: the last vector step's votes
         self._tasks: list[str] = [""] * n
         self._difficulties: list[float | None] = [None] * n
         self._distances = np.zeros(n)  # exact optimal distance before each env's next step
@@ -245,10 +248,7 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
         done_envs = np.flatnonzero(dones).tolist()
         for j in done_envs:
             after[j] = infos[j]["terminal_observation"]["tokens"]
-        if not self.deferred:
-            self._process = []
-        position = len(self._process)
-        self._process.append(np.zeros(self.num_envs, dtype=np.float32))
+        labels, gains = [], []
         for i, info in enumerate(infos):
             label = 1 if info.get("progress") == 1 else -1  # for evaluation metrics (and oracle votes)
             gain = 0.0
@@ -257,11 +257,17 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
                 gain = float(self._distances[i] - after_end)
                 self._distances[i] = info["distance"]
             self._steps[i].append((self._last[i], int(self._actions[i]), after[i], label, gain))
-            if self.scoring:
-                self._unscored[i].append(position)
+            labels.append(label)
+            gains.append(gain)
+        if not self.deferred:
+            self._position = 0
+            self._unscored_from[:] = 0
+        self._record(after, labels, gains)
         if self.scoring:
             self._score_unscored(done_envs if self.deferred else range(self.num_envs))
-        rewards = np.zeros(self.num_envs, dtype=np.float32) if self.deferred else self._process[-1].copy()
+        rewards = np.zeros(self.num_envs, np.float32)
+        if not self.deferred:
+            rewards += self._rollout["process"][0]
         for i in done_envs:
             info = infos[i]
             rewards[i] += self.outcome_weight * info["outcome"]
@@ -270,57 +276,86 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
             info["TimeLimit.truncated"] = False
             self.finished.append(self._trajectory(i, int(info["outcome"])))
             if self.scoring:
-                info["rm_outcome_prediction"] = self.outcome_prediction(self._estimates[i])
-                info["rm_votes"] = np.stack(self._votes[i])  # (steps, m): the whole episode's votes
+                info["rm_outcome_prediction"] = self.outcome_prediction(np.concatenate(self._estimates[i]))
+                info["rm_votes"] = np.concatenate(self._votes[i])  # (steps, m): the whole episode's votes
             self._steps[i], self._votes[i], self._estimates[i] = [], [], []
             self._start_episode(i, self.venv.reset_infos[i])
         if self.scoring and not self.deferred:
+            assert self._step_votes is not None
             for i, info in enumerate(infos):
-                info["rm_step_votes"] = self._last_votes[i]
+                info["rm_step_votes"] = self._step_votes[i]
         self._last = np.array(tokens["tokens"], copy=True)
         return obs, rewards, dones, infos
 
+    def _record(self, after: np.ndarray, labels: list[int], gains: list[float]) -> None:
+        """Append this vector step to the rollout's arrays (grown by doubling), process part 0."""
+        assert self._last is not None and self._actions is not None
+        row = {"process": np.zeros(self.num_envs, np.float32)}
+        if self.scoring:  # what the voters see
+            row.update(before=self._last, action=self._actions, after=after, label=np.array(labels),
+                       gain=np.array(gains))  # fmt: skip
+        if not self._rollout or self._position == len(self._rollout["process"]):
+            size = max(8, 2 * self._position)
+            grown = {k: np.zeros((size, *v.shape), v.dtype) for k, v in row.items()}
+            for key, old in self._rollout.items():
+                grown[key][: self._position] = old[: self._position]
+            self._rollout = grown
+        for key, value in row.items():
+            self._rollout[key][self._position] = value
+        self._position += 1
+
     def vote(self, rows: list[StepRow]) -> tuple[np.ndarray, list[float]]:
-        """m votes per step and the PRM's outcome estimate per step, for rows of (obs tokens,
+        """m votes per step and the voters' outcome estimate per step, for rows of (obs tokens,
         action, next obs tokens, exact label, fall of the potential), in one call."""
+        before, actions, after, labels, gains = (np.array(column) for column in zip(*rows, strict=True))
+        votes, estimates = self._vote_arrays(before, actions, after, labels, gains)
+        return votes, estimates.tolist()
+
+    def _vote_arrays(
+        self, before: np.ndarray, actions: np.ndarray, after: np.ndarray, labels: np.ndarray,
+        gains: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+        """:meth:`vote` on the columns of the rows: votes (steps, m) and estimates (steps,)."""
         if self.prm is None:  # oracle modes: every vote is the step's exact label or progress
-            exact = np.array([r[4] if self.flags.votes == "potential" else r[3] for r in rows], np.float32)
+            exact = (gains if self.flags.votes == "potential" else labels).astype(np.float32)
             votes = np.repeat(exact[:, None], self.m, axis=1)
             if self.flags.votes == "noisy":  # keep each vote with probability mu / 2
                 votes = np.where(self.rng.random(votes.shape) < self.mu / 2, votes, -votes)
-            return votes, (votes.mean(axis=1) if self.flags.votes == "noisy" else exact).tolist()
-        device = self.prm.device
-        steps = {
-            "obs": torch.as_tensor(np.stack([r[0] for r in rows]), device=device),
-            "action": torch.as_tensor(np.array([r[1] for r in rows]), device=device),
-            "next_obs": torch.as_tensor(np.stack([r[2] for r in rows]), device=device),
-        }
-        votes_t, _, estimates_t = self.prm.assess(steps, self.m, generator=self.generator)
-        return votes_t.cpu().numpy(), estimates_t.cpu().tolist()
+            return votes, (votes.mean(axis=1) if self.flags.votes == "noisy" else exact)
+        return self.prm.assess_arrays(before, actions, after, self.m, generator=self.generator)
 
-    def outcome_prediction(self, estimates: list[float]) -> float:
+    def outcome_prediction(self, estimates: Sequence[float] | np.ndarray) -> float:
         """The PRM's predicted outcome of an episode from its per-step estimates, in [-1, 1]."""
         last_only = self.prm is not None and self.prm.head == "value"
-        prediction = estimates[-1] if last_only else sum(estimates) / len(estimates)
+        values = np.asarray(estimates, dtype=np.float64)
+        prediction = values[-1] if last_only else values.mean()
         return float(np.clip(prediction, -1, 1))
 
     def _score_unscored(self, envs: Any) -> None:
-        """One PRM call for every not yet scored step of ``envs``; fills the process rewards."""
-        jobs = [(i, len(self._unscored[i])) for i in envs if self._unscored[i]]
-        if not jobs:
+        """One call for every not yet scored step of ``envs``; fills in their process rewards."""
+        envs = np.asarray(list(envs), dtype=np.int64)
+        starts = self._unscored_from[envs]
+        counts = self._position - starts
+        envs, starts, counts = envs[counts > 0], starts[counts > 0], counts[counts > 0]
+        if not len(envs):
             return
-        rows = [step for i, k in jobs for step in self._steps[i][-k:]]
-        votes, estimates = self.vote(rows)
-        means = votes.mean(axis=1)
-        offset = 0
-        for i, k in jobs:
-            for position, value in zip(self._unscored[i], means[offset : offset + k], strict=True):
-                self._process[position][i] = self._weights[i] * value
-            self._votes[i].extend(votes[offset : offset + k])
-            self._estimates[i].extend(estimates[offset : offset + k])
-            self._last_votes[i] = votes[offset + k - 1]
-            self._unscored[i] = []
-            offset += k
+        env_of = np.repeat(envs, counts)  # row -> env, rows grouped by env in rollout order
+        first = np.repeat(np.cumsum(counts) - counts, counts)
+        position_of = np.arange(len(env_of)) - first + np.repeat(starts, counts)
+        flat = position_of * self.num_envs + env_of  # rows of the (positions * envs, ...) views
+        columns = (
+            self._rollout[k].reshape(-1, *self._rollout[k].shape[2:]).take(flat, axis=0)
+            for k in ("before", "action", "after", "label", "gain")
+        )
+        votes, estimates = self._vote_arrays(*columns)
+        self._rollout["process"].reshape(-1)[flat] = self._weights[env_of] * votes.mean(axis=1)
+        ends = np.cumsum(counts).tolist()
+        for i, end, k in zip(envs.tolist(), ends, counts.tolist(), strict=True):
+            self._votes[i].append(votes[end - k : end])
+            self._estimates[i].append(estimates[end - k : end])
+        self._unscored_from[envs] = self._position
+        if not self.deferred:  # one row per env, in env order
+            self._step_votes = votes
 
     def finish_rollout(self) -> np.ndarray:
         """Process rewards (n_steps, n_envs) of the vector steps since the last call (``deferred``).
@@ -331,8 +366,11 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
             raise RuntimeError("finish_rollout() is for deferred=True; rewards already hold the process part")
         if self.scoring:
             self._score_unscored(range(self.num_envs))
-        process = np.stack(self._process) if self._process else np.zeros((0, self.num_envs), np.float32)
-        self._process = []
+        process = np.zeros((0, self.num_envs), np.float32)
+        if self._rollout:
+            process = self._rollout["process"][: self._position].copy()
+        self._position = 0
+        self._unscored_from[:] = 0
         return process
 
     def _trajectory(self, i: int, outcome: int) -> Trajectory:

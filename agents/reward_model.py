@@ -105,6 +105,8 @@ class ProcessRewardModel(nn.Module):
         )
         self.device = resolve_device(device)
         self.to(self.device)
+        self._parameter_list = list(self.parameters())
+        self._numpy_cache: tuple[tuple[tuple[int, int], ...], dict[str, Any]] | None = None
 
     @classmethod
     def for_env(cls, env: Any, **kwargs: Any) -> ProcessRewardModel:
@@ -147,7 +149,7 @@ class ProcessRewardModel(nn.Module):
     def _noop(self, steps: dict[str, torch.Tensor], raw: torch.Tensor) -> torch.Tensor:
         if self.noop_logit is None:
             return raw
-        unchanged = (steps["obs"] == steps["next_obs"]).all(dim=1)
+        unchanged = rows_equal(steps["obs"], steps["next_obs"])
         return torch.where(unchanged, torch.full_like(raw, self.noop_logit), raw)
 
     def _value_logits(self, values: torch.Tensor, next_values: torch.Tensor, detach: bool) -> torch.Tensor:
@@ -158,17 +160,25 @@ class ProcessRewardModel(nn.Module):
         """V(s) and V(s') of every step, from one forward pass over the distinct states.
 
         Steps of a trajectory chain (a step's ``next_obs`` is the next step's ``obs``), so a
-        chained ``next_obs`` takes the value already computed for that ``obs``: about half the
-        work of valuing both sides. Rows that do not chain are valued on their own; the values
-        are those of :meth:`values` either way.
+        chained ``next_obs`` takes the value already computed for that ``obs``; rows that do
+        not chain add their ``next_obs``. Of those states each distinct one is valued once
+        (no-op steps repeat their state: in TextNav rollouts about a quarter of the states are
+        distinct). The values are those of :meth:`values` either way, and so are the gradients
+        (a repeated state's terms are summed).
         """
         obs, next_obs = steps["obs"], steps["next_obs"]
         n = len(obs)
         chained = torch.zeros(n, dtype=torch.bool, device=obs.device)
         if n > 1:
-            chained[:-1] = (next_obs[:-1] == obs[1:]).all(dim=1)
+            chained[:-1] = rows_equal(next_obs[:-1], obs[1:])
         loose = torch.nonzero(~chained).squeeze(1)
-        values = self.values(torch.cat([obs, next_obs[loose]]))
+        states = torch.cat([obs, next_obs[loose]])
+        if states.device.type == "cpu":
+            index, inverse = (torch.from_numpy(a) for a in distinct_rows(states.numpy()))
+            values = self.values(states[index])[inverse]
+        else:
+            distinct, inverse = torch.unique(states, dim=0, return_inverse=True)
+            values = self.values(distinct)[inverse]
         source = torch.arange(1, n + 1, device=obs.device)
         source[loose] = n + torch.arange(len(loose), device=obs.device)
         return values[:n], values[source]
@@ -191,6 +201,89 @@ class ProcessRewardModel(nn.Module):
         scores = 2 * p - 1
         estimates = scores if next_values is None else next_values.clamp(-1.0, 1.0)
         return torch.where(draws < p.unsqueeze(1), 1.0, -1.0), scores, estimates
+
+    def assess_arrays(
+        self, obs: np.ndarray, actions: np.ndarray, next_obs: np.ndarray, m: int = 3,
+        generator: torch.Generator | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+        """Votes (steps, m) and outcome estimates (steps,) of :meth:`assess`, for numpy rows.
+
+        On the CPU the forward pass is a lean one on a copy of the weights taken whenever a
+        parameter has changed (an optimiser step, ``load_state_dict``): lookups, comparisons and
+        the sigmoid in numpy, only the matrix products in torch (numpy's BLAS would start its
+        own threads), about a sixth of :meth:`assess`'s time on the loop's small per-step
+        calls. The uniform draws come from
+        ``generator`` as in :meth:`assess`, so the votes follow p = sigmoid(logit) from the same
+        random stream; the logits agree with torch's up to float32 rounding.
+        """
+        if m < 1:
+            raise ValueError(f"m must be >= 1, got {m}")
+        if self.device.type != "cpu":
+            steps = {
+                "obs": torch.as_tensor(obs, device=self.device),
+                "action": torch.as_tensor(actions, device=self.device),
+                "next_obs": torch.as_tensor(next_obs, device=self.device),
+            }
+            votes_t, _, estimates_t = self.assess(steps, m, generator)
+            return votes_t.cpu().numpy(), estimates_t.cpu().numpy()
+        weights = self._numpy_weights()
+        if self.head == "value":
+            values, next_values = self._numpy_value_pairs(weights, obs, next_obs)
+            logits = weights["temperature"] * (next_values - values)
+        else:
+            table = weights["embedding.weight"]
+            features = np.concatenate(
+                [table.take(obs, axis=0).reshape(len(obs), -1),
+                 weights["action_embedding.weight"].take(actions, axis=0),
+                 table.take(next_obs, axis=0).reshape(len(obs), -1)], axis=1,
+            )  # fmt: skip
+            logits = _numpy_mlp(weights, "step_net", features)
+        if self.noop_logit is not None:
+            logits = np.where((obs == next_obs).all(axis=1), np.float32(self.noop_logit), logits)
+        p = 1.0 / (1.0 + np.exp(-logits))
+        draws = torch.rand((len(p), m), generator=generator).numpy()
+        votes = np.where(draws < p[:, None], np.float32(1.0), np.float32(-1.0))
+        estimates = 2 * p - 1 if self.head == "step" else np.clip(next_values, -1.0, 1.0)
+        return votes, estimates
+
+    def _numpy_weights(self) -> dict[str, Any]:
+        """Detached copies of the parameters (embeddings as numpy arrays, layers as transposed
+        tensors), taken again whenever a parameter has changed."""
+        # in-place updates (optimiser steps, load_state_dict) bump _version; .to() moves data_ptr
+        key = tuple((p.data_ptr(), p._version) for p in self._parameter_list)
+        if self._numpy_cache is None or self._numpy_cache[0] != key:
+            unused = "step_net" if self.head == "value" else "value_net"
+            copies = {
+                name: p.detach().cpu().clone() for name, p in self.named_parameters() if unused not in name
+            }
+            weights: dict[str, Any] = {
+                name: copy.numpy() if "embedding" in name or name == "log_temperature" else copy
+                for name, copy in copies.items()
+            }
+            for name, copy in copies.items():
+                if name.endswith(".weight") and "embedding" not in name:
+                    weights[name] = copy.T.contiguous()
+            weights["temperature"] = np.exp(weights["log_temperature"])
+            self._numpy_cache = (key, weights)
+        return self._numpy_cache[1]
+
+    @staticmethod
+    def _numpy_value_pairs(
+        weights: dict[str, Any], obs: np.ndarray, next_obs: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`value_pairs` in numpy: each distinct state of a chain valued once."""
+        n = len(obs)
+        chained = np.zeros(n, dtype=bool)
+        if n > 1:
+            chained[:-1] = (next_obs[:-1] == obs[1:]).all(axis=1)
+        loose = np.flatnonzero(~chained)
+        states = np.concatenate([obs, next_obs[loose]])
+        index, inverse = distinct_rows(states)
+        embedded = weights["embedding.weight"].take(states[index], axis=0).reshape(len(index), -1)
+        values = np.tanh(_numpy_mlp(weights, "value_net", embedded))[inverse]
+        source = np.arange(1, n + 1)
+        source[loose] = n + np.arange(len(loose))
+        return values[:n], values[source]
 
     def votes_and_scores(
         self, steps: dict[str, torch.Tensor], m: int = 3, generator: torch.Generator | None = None
@@ -235,6 +328,49 @@ class ProcessRewardModel(nn.Module):
                 np.concatenate([t.next_obs for t in trajectories]), device=self.device
             ),
         }
+
+
+def rows_equal(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Whether each row of ``a`` equals the same row of ``b`` (on the CPU compared in numpy,
+    several times faster than torch's ``eq`` on these small integer matrices)."""
+    if a.device.type == "cpu":
+        return torch.from_numpy((a.numpy() == b.numpy()).all(axis=1))
+    return (a == b).all(dim=1)
+
+
+#: Multipliers of the row hash in :func:`distinct_rows` (odd 64-bit constants).
+_ROW_HASH = np.random.default_rng(20261201).integers(1, 2**62, 4096, dtype=np.int64) | 1
+
+
+def distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Indices of one copy of each distinct row of ``rows`` (2-D integers) and, per row, which.
+
+    ``rows[index][inverse]`` equals ``rows``. The rows are told apart by a 64-bit hash, then
+    checked: on a collision it falls back to ``np.unique(axis=0)``, so the answer is exact.
+
+    Examples:
+        >>> index, inverse = distinct_rows(np.array([[1, 2], [3, 4], [1, 2]]))
+        >>> len(index), inverse.tolist()
+        (2, [0, 1, 0])
+    """
+    width = rows.shape[1]
+    if width > len(_ROW_HASH):
+        _, index, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+        return index, inverse.reshape(-1)
+    keys = rows.astype(np.int64, copy=False) @ _ROW_HASH[:width]  # wraps modulo 2**64
+    _, index, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    if not np.array_equal(rows.take(index[inverse], axis=0), rows):
+        _, index, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+    return index, inverse.reshape(-1)
+
+
+def _numpy_mlp(weights: dict[str, Any], name: str, x: np.ndarray) -> np.ndarray:
+    """The PRM's three-layer ReLU MLP ``name`` (``step_net`` or ``value_net``), one output, on
+    numpy rows with the cached transposed weights of :meth:`ProcessRewardModel._numpy_weights`."""
+    h = torch.from_numpy(x)
+    for layer in (0, 2):
+        h = torch.addmm(weights[f"{name}.{layer}.bias"], h, weights[f"{name}.{layer}.weight"]).relu_()
+    return torch.addmm(weights[f"{name}.4.bias"], h, weights[f"{name}.4.weight"]).numpy()[:, 0]
 
 
 class PRMTrainer:
@@ -436,7 +572,7 @@ def evaluate_prm(
     # with the no-op rule, no-ops vote -1 by construction: judge collapse on the other steps
     learned = np.ones(len(votes), dtype=bool)
     if prm.noop_logit is not None:
-        learned = ~(steps["obs"] == steps["next_obs"]).all(dim=1).cpu().numpy()
+        learned = ~rows_equal(steps["obs"], steps["next_obs"]).cpu().numpy()
     judged = votes[learned] if learned.any() else votes
     share_plus = float((judged > 0).mean())
     unanimous = float((np.abs(judged.sum(axis=1)) == m).mean())
