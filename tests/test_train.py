@@ -279,7 +279,7 @@ def test_the_fast_preset_trains_with_the_flags_given_beside_it(tmp_path: Path) -
 
 def test_an_unknown_preset_is_refused_by_name(tmp_path: Path, capsys) -> None:
     assert main(["train", "--preset", "fastest", "--out", str(tmp_path / "run")]) == 2
-    assert "preset must be one of ('fast',) or '', got 'fastest'" in capsys.readouterr().err
+    assert "preset must be one of ('fast', 'lean') or '', got 'fastest'" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
 
 
@@ -297,3 +297,18 @@ def test_a_run_with_history_trains_evaluates_and_resumes(tmp_path: Path) -> None
     assert payload["settings"]["prm_hidden"] == 8 and payload["settings"]["history"] == 1
     assert main(["train", "--steps", "512", "--resume", *flags]) == 0
     assert json.loads((out / "results.json").read_text())["steps"] == 512
+
+
+def test_the_lean_preset_trains_outcome_only_on_the_batched_ppo(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    argv = ["train", "--preset", "lean", "--difficulty", "0.1", "--steps", "2048", "--out", str(out),
+            "--eval-episodes", "2", "--device", "cpu"]  # fmt: skip
+    assert main(argv) == 0
+    recorded = json.loads((out / "settings.json").read_text())
+    assert (recorded["algo"], recorded["mode"], recorded["n_envs"], recorded["n_steps"]) == (
+        "batched-ppo",
+        "outcome",
+        256,
+        4,
+    )
+    assert json.loads((out / "results.json").read_text())["steps"] == 2048
