@@ -7,9 +7,9 @@ The pieces are an SB3 ``VecEnvWrapper`` and a callback, so the algorithm itself 
 
 - :class:`IntegratedRewardVecEnv` replaces each step's reward with integrated feedback. The
   outcome O (+1 / -1) arrives on the last step and lambda * mean_j S_j on every step; in the
-  loop the PRM scores each episode in one call when it ends and the rest of the rollout in one
-  call at its end, and the callback adds these process rewards to SB3's rollout buffer before
-  the update. It also collects the finished trajectories and writes
+  loop the PRM predicts each episode's outcome when it ends and votes on the whole rollout in
+  one call at its end, and the callback adds these process rewards to SB3's rollout buffer
+  before the update. It also collects the finished trajectories and writes
   ``info["rm_outcome_prediction"]`` for the curriculum adapter (``CurriculumVecEnv``) that
   wraps it. With PPO's discounted returns this is the paper's per-step
   R_i = O + (lambda/m) sum_j S_ij in the form a critic-based algorithm can use.
@@ -47,7 +47,7 @@ from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs, VecEnvStepReturn
 
 from agents.curriculum import CurriculumVecEnv, finish_curriculum_rollout
-from agents.reward_model import PRMTrainer, ProcessRewardModel, evaluate_prm
+from agents.reward_model import PRMTrainer, ProcessRewardModel, draw_votes, prm_diagnostics
 from agents.trajectories import Trajectory
 from rla_gym.core import check_difficulty
 from rla_gym.curricula.base import Curriculum
@@ -124,11 +124,17 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
     """Rewards = outcome on the last step + lambda * mean of m PRM votes on every step (mode != outcome).
 
     ``deferred=False``: every vector step's rewards carry their process part, from one PRM call
-    per vector step. ``deferred=True`` (the loop's choice): steps return the outcome part only;
-    the PRM scores an episode's steps in one call when it ends (that call also gives
-    ``rm_outcome_prediction``) and the unfinished rest in one call per rollout, when
-    :meth:`finish_rollout` hands the rollout's process rewards to :class:`RLAnythingCallback`,
-    which adds them to SB3's rollout buffer and recomputes the advantages.
+    per vector step; ``info["rm_step_votes"]`` holds a step's votes and, at an episode's last
+    step, ``info["rm_votes"]`` the episode's. ``deferred=True`` (the loop's choice): steps
+    return the outcome part only, and :meth:`finish_rollout` hands the rollout's process
+    rewards to :class:`RLAnythingCallback`, which adds them to SB3's rollout buffer and
+    recomputes the advantages. With a PRM, an episode's last step gets only
+    ``info["rm_outcome_prediction"]`` (the value head: V of the final state, one small call
+    per vector step in which episodes end; the step head: its steps' mean expected vote), and
+    the m votes on every step of the rollout are drawn in one call at its end, by the same PRM
+    (it trains after the rollout), kept in :attr:`rollout_votes`; no ``info["rm_votes"]``.
+    The oracle modes' votes cost no model call: there each episode is voted on when it ends,
+    with ``info["rm_votes"]``.
 
     ``process_scale="step"`` puts the paper's R_i = O + lambda * mean_j S_ij on every step as
     the reward: the return-summing form, not the paper's (the paper z-scores R_i per step index
@@ -140,9 +146,9 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
     :meth:`finish_rollout` then returns the mean votes). ``"episode"`` divides
     it by the episode's step budget B, so an episode's process rewards sum to at most
     lambda * T / B <= lambda: the per-trajectory form O + (lambda / T) sum_t s_t,
-    with the budget (known at reset) in place of T (known only at the end). The rewards have the
-    same distribution (the votes are drawn in another order), with several times fewer PRM
-    calls. Either way each step is voted on exactly once.
+    with the budget (known at reset) in place of T (known only at the end). Deferred or not,
+    the rewards have the same distribution (the votes are drawn in another order, from
+    :attr:`generator`), and each step is voted on exactly once with m votes.
     """
 
     def __init__(
@@ -181,6 +187,8 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
         if isinstance(m, bool) or not isinstance(m, int) or m < 1:
             raise ValueError(f"m must be an integer >= 1, got {m!r}")
         self.prm, self.lam, self.m, self.deferred = prm, float(lam), m, bool(deferred)
+        # a PRM's votes on a deferred rollout are cast at its end (oracle votes cost nothing)
+        self._late_votes = self.deferred and prm is not None
         self.scoring = self.flags.votes != "none"
         self.outcome_weight = self.flags.outcome_weight
         self.generator = torch.Generator(device=prm.device).manual_seed(seed) if prm is not None else None
@@ -200,6 +208,8 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
         self._position = 0  # vector steps recorded in self._rollout
         self._unscored_from = np.zeros(n, dtype=np.int64)  # each env's first unscored position
         self._step_votes: np.ndarray | None = None  # deferred=False: the last vector step's votes
+        #: Late votes: the last rollout's votes, shape (n_steps, n_envs, m).
+        self.rollout_votes: np.ndarray | None = None
         self._tasks: list[str] = [""] * n
         self._difficulties: list[float | None] = [None] * n
         self._distances = np.zeros(n)  # exact optimal distance before each env's next step
@@ -263,7 +273,10 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
             self._position = 0
             self._unscored_from[:] = 0
         self._record(after, labels, gains)
-        if self.scoring:
+        predictions: dict[int, float] = {}
+        if self.scoring and self._late_votes:
+            predictions = self._predict_outcomes(done_envs, after)
+        elif self.scoring:
             self._score_unscored(done_envs if self.deferred else range(self.num_envs))
         rewards = np.zeros(self.num_envs, np.float32)
         if not self.deferred:
@@ -275,7 +288,9 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
             # gamma * V(terminal obs) to it as it does for time-limit truncations
             info["TimeLimit.truncated"] = False
             self.finished.append(self._trajectory(i, int(info["outcome"])))
-            if self.scoring:
+            if self.scoring and self._late_votes:
+                info["rm_outcome_prediction"] = predictions[i]  # its votes come at the rollout end
+            elif self.scoring:
                 info["rm_outcome_prediction"] = self.outcome_prediction(np.concatenate(self._estimates[i]))
                 info["rm_votes"] = np.concatenate(self._votes[i])  # (steps, m): the whole episode's votes
             self._steps[i], self._votes[i], self._estimates[i] = [], [], []
@@ -291,9 +306,11 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
         """Append this vector step to the rollout's arrays (grown by doubling), process part 0."""
         assert self._last is not None and self._actions is not None
         row = {"process": np.zeros(self.num_envs, np.float32)}
-        if self.scoring:  # what the voters see
+        if self.scoring:  # what the voters see, and the weight of the step's process part
             row.update(before=self._last, action=self._actions, after=after, label=np.array(labels),
-                       gain=np.array(gains))  # fmt: skip
+                       gain=np.array(gains), weight=self._weights.astype(np.float32))  # fmt: skip
+        if self.scoring and self._late_votes:
+            row["p"] = np.zeros(self.num_envs, np.float32)  # P(vote = +1), filled in when scored
         if not self._rollout or self._position == len(self._rollout["process"]):
             size = max(8, 2 * self._position)
             grown = {k: np.zeros((size, *v.shape), v.dtype) for k, v in row.items()}
@@ -331,24 +348,32 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
         prediction = values[-1] if last_only else values.mean()
         return float(np.clip(prediction, -1, 1))
 
-    def _score_unscored(self, envs: Any) -> None:
-        """One call for every not yet scored step of ``envs``; fills in their process rewards."""
+    def _unscored_rows(self, envs: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The envs among ``envs`` with steps not scored yet, how many each, and those steps'
+        rows of the flattened (positions * envs) rollout arrays, grouped by env in step order."""
         envs = np.asarray(list(envs), dtype=np.int64)
         starts = self._unscored_from[envs]
         counts = self._position - starts
         envs, starts, counts = envs[counts > 0], starts[counts > 0], counts[counts > 0]
-        if not len(envs):
-            return
-        env_of = np.repeat(envs, counts)  # row -> env, rows grouped by env in rollout order
+        env_of = np.repeat(envs, counts)
         first = np.repeat(np.cumsum(counts) - counts, counts)
         position_of = np.arange(len(env_of)) - first + np.repeat(starts, counts)
-        flat = position_of * self.num_envs + env_of  # rows of the (positions * envs, ...) views
-        columns = (
-            self._rollout[k].reshape(-1, *self._rollout[k].shape[2:]).take(flat, axis=0)
-            for k in ("before", "action", "after", "label", "gain")
+        return envs, counts, position_of * self.num_envs + env_of
+
+    def _columns(self, flat: np.ndarray, keys: Sequence[str]) -> list[np.ndarray]:
+        return [self._rollout[k].reshape(-1, *self._rollout[k].shape[2:]).take(flat, axis=0) for k in keys]
+
+    def _score_unscored(self, envs: Any) -> None:
+        """One call for every not yet scored step of ``envs``; fills in their process rewards."""
+        envs, counts, flat = self._unscored_rows(envs)
+        if not len(flat):
+            return
+        votes, estimates = self._vote_arrays(
+            *self._columns(flat, ("before", "action", "after", "label", "gain"))
         )
-        votes, estimates = self._vote_arrays(*columns)
-        self._rollout["process"].reshape(-1)[flat] = self._weights[env_of] * votes.mean(axis=1)
+        self._rollout["process"].reshape(-1)[flat] = self._rollout["weight"].reshape(-1)[flat] * votes.mean(
+            axis=1
+        )
         ends = np.cumsum(counts).tolist()
         for i, end, k in zip(envs.tolist(), ends, counts.tolist(), strict=True):
             self._votes[i].append(votes[end - k : end])
@@ -357,6 +382,40 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
         if not self.deferred:  # one row per env, in env order
             self._step_votes = votes
 
+    def _predict_outcomes(self, envs: list[int], after: np.ndarray) -> dict[int, float]:
+        """Late votes: the PRM's predicted outcome of each episode that ended in ``envs``."""
+        assert self.prm is not None
+        if self.prm.head == "value":  # V of the final state: the votes are not needed for it
+            values = self.prm.values_array(after[envs]) if envs else []
+            return {i: float(np.clip(v, -1, 1)) for i, v in zip(envs, values, strict=True)}
+        self._score_probabilities(envs)  # the step head's prediction is its mean expected vote
+        return {i: self.outcome_prediction(np.concatenate(self._estimates[i])) for i in envs}
+
+    def _score_probabilities(self, envs: Any) -> None:
+        """Late votes: P(vote = +1) of every not yet scored step of ``envs``, in one call (the
+        step head also keeps their estimates for its outcome predictions)."""
+        assert self.prm is not None
+        envs, counts, flat = self._unscored_rows(envs)
+        if not len(flat):
+            return
+        p, estimates = self.prm.probabilities(*self._columns(flat, ("before", "action", "after")))
+        self._rollout["p"].reshape(-1)[flat] = p
+        if self.prm.head == "step":
+            ends = np.cumsum(counts).tolist()
+            for i, end, k in zip(envs.tolist(), ends, counts.tolist(), strict=True):
+                self._estimates[i].append(estimates[end - k : end])
+        self._unscored_from[envs] = self._position
+
+    def _vote_rollout(self) -> None:
+        """Late votes, at the rollout end: m votes on every step of the rollout, in one draw."""
+        self._score_probabilities(range(self.num_envs))
+        p = self._rollout["p"][: self._position]
+        votes = draw_votes(p.reshape(-1), self.m, self.generator).reshape(*p.shape, self.m)
+        self._rollout["process"][: self._position] = self._rollout["weight"][: self._position] * votes.mean(
+            axis=2
+        )
+        self.rollout_votes = votes
+
     def finish_rollout(self) -> np.ndarray:
         """Process rewards (n_steps, n_envs) of the vector steps since the last call (``deferred``).
 
@@ -364,7 +423,9 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
         """
         if not self.deferred:
             raise RuntimeError("finish_rollout() is for deferred=True; rewards already hold the process part")
-        if self.scoring:
+        if self.scoring and self._late_votes:
+            self._vote_rollout()
+        elif self.scoring:
             self._score_unscored(range(self.num_envs))
         process = np.zeros((0, self.num_envs), np.float32)
         if self._rollout:
@@ -472,9 +533,9 @@ class RLAnythingCallback(BaseCallback):
         }
         prm = self.reward_env.prm
         if prm is not None:
-            metrics = evaluate_prm(prm, trajectories, m=self.reward_env.m, warn=True)
+            metrics, predictions = prm_diagnostics(prm, trajectories, m=self.reward_env.m, warn=True)
             row.update({f"rm/{k}": v for k, v in metrics.items()})
-            errors = error_statistics(prm.predict_outcomes(trajectories), [t.outcome for t in trajectories])
+            errors = error_statistics(predictions, [t.outcome for t in trajectories])
             row.update({f"rm/{k}": errors[k] for k in ("p_over", "p_under", "balance")})
             if self.trainer is not None and self.reward_env.flags.trains_prm:
                 self.replay.append(trajectories)

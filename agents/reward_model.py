@@ -208,24 +208,36 @@ class ProcessRewardModel(nn.Module):
     ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
         """Votes (steps, m) and outcome estimates (steps,) of :meth:`assess`, for numpy rows.
 
-        On the CPU the forward pass is a lean one on a copy of the weights taken whenever a
-        parameter has changed (an optimiser step, ``load_state_dict``): lookups, comparisons and
-        the sigmoid in numpy, only the matrix products in torch (numpy's BLAS would start its
-        own threads), about a sixth of :meth:`assess`'s time on the loop's small per-step
-        calls. The uniform draws come from
-        ``generator`` as in :meth:`assess`, so the votes follow p = sigmoid(logit) from the same
-        random stream; the logits agree with torch's up to float32 rounding.
+        The votes are drawn by :func:`draw_votes` from :meth:`probabilities`: on the CPU a lean
+        forward pass, from the same random stream as :meth:`assess`.
         """
         if m < 1:
             raise ValueError(f"m must be >= 1, got {m}")
+        p, estimates = self.probabilities(obs, actions, next_obs)
+        return draw_votes(p, m, generator), estimates
+
+    def probabilities(
+        self, obs: np.ndarray, actions: np.ndarray, next_obs: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """P(vote = +1) = sigmoid(logit) and the outcome estimate of each step (as :meth:`assess`'s).
+
+        On the CPU the forward pass is a lean one on a copy of the weights taken whenever a
+        parameter has changed (an optimiser step, ``load_state_dict``): lookups, comparisons and
+        the sigmoid in numpy, only the matrix products in torch (numpy's BLAS would start its
+        own threads); about half of :meth:`assess`'s time on the loop's small calls. The logits
+        agree with torch's up to float32 rounding.
+        """
         if self.device.type != "cpu":
             steps = {
                 "obs": torch.as_tensor(obs, device=self.device),
                 "action": torch.as_tensor(actions, device=self.device),
                 "next_obs": torch.as_tensor(next_obs, device=self.device),
             }
-            votes_t, _, estimates_t = self.assess(steps, m, generator)
-            return votes_t.cpu().numpy(), estimates_t.cpu().numpy()
+            with torch.inference_mode():
+                logits_t, next_values_t = self._logits_and_next_values(steps)
+                p_t = torch.sigmoid(logits_t)
+                estimates_t = 2 * p_t - 1 if next_values_t is None else next_values_t.clamp(-1.0, 1.0)
+            return p_t.cpu().numpy(), estimates_t.cpu().numpy()
         weights = self._numpy_weights()
         if self.head == "value":
             values, next_values = self._numpy_value_pairs(weights, obs, next_obs)
@@ -241,10 +253,17 @@ class ProcessRewardModel(nn.Module):
         if self.noop_logit is not None:
             logits = np.where((obs == next_obs).all(axis=1), np.float32(self.noop_logit), logits)
         p = 1.0 / (1.0 + np.exp(-logits))
-        draws = torch.rand((len(p), m), generator=generator).numpy()
-        votes = np.where(draws < p[:, None], np.float32(1.0), np.float32(-1.0))
         estimates = 2 * p - 1 if self.head == "step" else np.clip(next_values, -1.0, 1.0)
-        return votes, estimates
+        return p, estimates
+
+    def values_array(self, tokens: np.ndarray) -> np.ndarray:
+        """V(s) in [-1, 1] of numpy token rows (the value head), lean on the CPU as :meth:`probabilities`."""
+        if self.device.type != "cpu":
+            with torch.inference_mode():
+                return self.values(torch.as_tensor(tokens, device=self.device)).cpu().numpy()
+        weights = self._numpy_weights()
+        embedded = weights["embedding.weight"].take(tokens, axis=0).reshape(len(tokens), -1)
+        return np.tanh(_numpy_mlp(weights, "value_net", embedded))
 
     def _numpy_weights(self) -> dict[str, Any]:
         """Detached copies of the parameters (embeddings as numpy arrays, layers as transposed
@@ -362,6 +381,14 @@ def distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if not np.array_equal(rows.take(index[inverse], axis=0), rows):
         _, index, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
     return index, inverse.reshape(-1)
+
+
+def draw_votes(p: np.ndarray, m: int, generator: torch.Generator | None = None) -> np.ndarray:
+    """m votes in {+1, -1} per step, +1 with probability ``p``, as :meth:`ProcessRewardModel.assess`
+    draws them (uniforms of shape (steps, m) from ``generator``, on its device)."""
+    device = generator.device if generator is not None else "cpu"
+    draws = torch.rand((len(p), m), generator=generator, device=device).cpu().numpy()
+    return np.where(draws < p[:, None], np.float32(1.0), np.float32(-1.0))
 
 
 def _numpy_mlp(weights: dict[str, Any], name: str, x: np.ndarray) -> np.ndarray:
@@ -533,7 +560,6 @@ def auc(scores: np.ndarray, labels: np.ndarray) -> float:
     return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
-@torch.no_grad()
 def evaluate_prm(
     prm: ProcessRewardModel,
     trajectories: Sequence[Trajectory],
@@ -545,6 +571,20 @@ def evaluate_prm(
     """Process accuracy, balanced accuracy and AUC against the exact labels; outcome accuracy;
     p+, p-, mu of sampled votes; and the collapse detector (share of +1 votes, unanimous steps),
     which with the no-op rule looks only at steps that changed the observation."""
+    return prm_diagnostics(prm, trajectories, m=m, seed=seed, warn=warn)[0]
+
+
+@torch.no_grad()
+def prm_diagnostics(
+    prm: ProcessRewardModel,
+    trajectories: Sequence[Trajectory],
+    *,
+    m: int = 3,
+    seed: int = 0,
+    warn: bool = True,
+) -> tuple[dict[str, float], np.ndarray]:
+    """:func:`evaluate_prm`'s metrics and, from the same forward pass, each trajectory's
+    predicted outcome (:meth:`ProcessRewardModel.predict_outcomes`)."""
     if isinstance(m, bool) or not isinstance(m, int) or m < 1:
         raise ValueError(f"m must be an integer >= 1, got {m!r}")
     steps = prm.steps(trajectories)
@@ -583,7 +623,7 @@ def evaluate_prm(
             RuntimeWarning,
             stacklevel=2,
         )
-    return {
+    metrics = {
         "process_accuracy": float((predicted == positive).mean()),
         "balanced_accuracy": (tpr + tnr) / 2,
         "auc": auc(logits, labels),
@@ -593,3 +633,4 @@ def evaluate_prm(
         "unanimous_share": unanimous,
         "collapsed": float(collapsed),
     }
+    return metrics, predicted_outcome

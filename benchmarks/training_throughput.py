@@ -54,6 +54,8 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "ppo fast path, closed loop (mode env)": {**FAST, "mode": "env"},
     "grpo, 32 x 8 batched envs, closed loop (mode env)": {"algo": "grpo", "vec_env": "batched", "groups": 32,
                                                            "mode": "env"},
+    "ppo --preset fast (flatten-small, PRM 8-d / 64 units), closed loop (mode env)":
+        {"preset": "fast", "mode": "env"},
 }  # fmt: skip
 
 

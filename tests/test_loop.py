@@ -132,34 +132,64 @@ def test_the_fresh_task_pool_feeds_every_episode_back_inside_the_loop() -> None:
     assert any(slot["acc"] is not None for slot in pool.slots)
 
 
-def test_deferred_scoring_votes_every_step_once_and_matches_the_episode_votes() -> None:
+@pytest.mark.parametrize("head", ["value", "step"])
+def test_deferred_prm_votes_come_at_the_rollout_end_once_per_step(head: str) -> None:
     venv = make_vec_env("RLA-TextNav-v0", n_envs=3, seed=1, env_kwargs={"difficulty": 0.1})
-    prm = ProcessRewardModel.for_env(venv.envs[0], seed=0, device="cpu")
+    prm = ProcessRewardModel.for_env(venv.envs[0], head=head, seed=0, device="cpu")
     env = IntegratedRewardVecEnv(venv, prm, mode="policy", lam=0.5, m=3, deferred=True)
     env.reset()
     rng = np.random.default_rng(0)
-    episode_positions: list[list[int]] = [[] for _ in range(3)]
-    episodes = []
-    for t in range(150):
-        _, rewards, dones, infos = env.step(rng.integers(0, 24, 3))
+    steps: list[list[tuple]] = [[] for _ in range(3)]  # (obs, action, next obs) per env, this rollout
+    ended = 0
+    for _ in range(150):
+        obs = env._last.copy()
+        actions = rng.integers(0, 24, 3)
+        _, rewards, dones, infos = env.step(actions)
         for i, trajectory in zip(np.flatnonzero(dones), env.drain(), strict=True):
-            # the episode's prediction is the PRM's, from the same steps scored in one call
+            # the prediction is the PRM's, at the last step, though the votes come later
             expected = float(np.clip(prm.predict_outcomes([trajectory])[0], -1, 1))
             assert infos[i]["rm_outcome_prediction"] == pytest.approx(expected, abs=1e-6)
+            assert "rm_votes" not in infos[i]
+            ended += 1
         for i, info in enumerate(infos):
-            episode_positions[i].append(t)
+            after = info["terminal_observation"]["tokens"] if dones[i] else env._last[i]
+            steps[i].append((obs[i], actions[i], after))
             assert rewards[i] == (info["outcome"] if dones[i] else 0.0)  # process part comes later
             assert "rm_step_votes" not in info
-            if dones[i]:
-                assert info["rm_votes"].shape == (len(episode_positions[i]), 3)
-                episodes.append((i, episode_positions[i], info["rm_votes"]))
-                episode_positions[i] = []
-    process = env.finish_rollout()
-    assert process.shape == (150, 3) and episodes
-    for i, positions, votes in episodes:
-        assert np.allclose(process[positions, i], 0.5 * votes.mean(axis=1))
-    assert np.all(np.abs(process) > 0)  # every step voted on, unfinished tails included (m odd: no ties)
+    process, votes = env.finish_rollout(), env.rollout_votes
+    assert ended and process.shape == (150, 3) and votes.shape == (150, 3, 3)
+    assert set(np.unique(votes)) <= {-1.0, 1.0}
+    np.testing.assert_allclose(process, 0.5 * votes.mean(axis=2))  # each step voted on once, m votes
+    # the votes follow p = sigmoid(logit) of the PRM on exactly these steps
+    rows = [row for t in range(150) for row in (steps[0][t], steps[1][t], steps[2][t])]
+    tensors = {
+        "obs": torch.as_tensor(np.stack([r[0] for r in rows])),
+        "action": torch.as_tensor(np.array([r[1] for r in rows])),
+        "next_obs": torch.as_tensor(np.stack([r[2] for r in rows])),
+    }
+    p = torch.sigmoid(prm.logits(tensors)).detach().numpy()
+    generator = torch.Generator().manual_seed(0)  # the env's generator, seed 0, one draw per rollout
+    draws = torch.rand((len(p), 3), generator=generator).numpy()
+    np.testing.assert_array_equal(votes.reshape(-1, 3), np.where(draws < p[:, None], 1.0, -1.0))
     assert env.finish_rollout().shape == (0, 3)  # handed over once
+
+
+def test_deferred_oracle_votes_stay_at_the_episode_end() -> None:
+    venv = make_vec_env("RLA-TextNav-v0", n_envs=2, seed=1, env_kwargs={"difficulty": 0.1})
+    env = IntegratedRewardVecEnv(venv, None, mode="oracle", lam=0.5, m=3, deferred=True)
+    positions: list[list[int]] = [[], []]
+    episodes = []
+    for t, (_, dones, infos) in enumerate(_random_steps(env, 150)):
+        for i in range(2):
+            positions[i].append(t)
+            if dones[i]:
+                assert infos[i]["rm_votes"].shape == (len(positions[i]), 3)
+                episodes.append((i, positions[i], infos[i]["rm_votes"]))
+                positions[i] = []
+    process = env.finish_rollout()
+    assert episodes
+    for i, steps, votes in episodes:
+        assert np.allclose(process[steps, i], 0.5 * votes.mean(axis=1))
 
 
 @pytest.mark.parametrize("algo", ["ppo", "a2c", "maskable-ppo"])
@@ -240,12 +270,12 @@ def test_episode_process_scale_divides_by_each_episodes_step_budget() -> None:
         for i in range(2):
             positions[i].append(t)
             if dones[i]:
-                finished.append((i, positions[i], infos[i]["rm_votes"], budgets[i]))
+                finished.append((i, positions[i], budgets[i]))
                 positions[i], budgets[i] = [], env.reset_infos[i]["step_budget"]
-    process = env.finish_rollout()
+    process, votes = env.finish_rollout(), env.rollout_votes
     assert finished
-    for i, steps, votes, budget in finished:
-        assert np.allclose(process[steps, i], 2.0 / budget * votes.mean(axis=1))
+    for i, steps, budget in finished:  # each episode's steps weighted by its own budget
+        assert np.allclose(process[steps, i], 2.0 / budget * votes[steps, i].mean(axis=1))
         assert abs(process[steps, i].sum()) <= 2.0 + 1e-6  # at most lambda over the episode
     with pytest.raises(ValueError, match="process_scale must be one of .* got 'trajectory'"):
         IntegratedRewardVecEnv(venv, prm, mode="policy", process_scale="trajectory")
