@@ -386,7 +386,7 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
         """Late votes: the PRM's predicted outcome of each episode that ended in ``envs``."""
         assert self.prm is not None
         if self.prm.head == "value":  # V of the final state: the votes are not needed for it
-            values = self.prm.values_array(after[envs]) if envs else []
+            values = self.prm.values_array(after[envs]) if envs else np.zeros(0)
             return {i: float(np.clip(v, -1, 1)) for i, v in zip(envs, values, strict=True)}
         self._score_probabilities(envs)  # the step head's prediction is its mean expected vote
         return {i: self.outcome_prediction(np.concatenate(self._estimates[i])) for i in envs}

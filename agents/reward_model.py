@@ -175,13 +175,13 @@ class ProcessRewardModel(nn.Module):
         states = torch.cat([obs, next_obs[loose]])
         if states.device.type == "cpu":
             index, inverse = (torch.from_numpy(a) for a in distinct_rows(states.numpy()))
-            values = self.values(states[index])[inverse]
+            values = self.values(states.index_select(0, index)).index_select(0, inverse)
         else:
             distinct, inverse = torch.unique(states, dim=0, return_inverse=True)
-            values = self.values(distinct)[inverse]
+            values = self.values(distinct).index_select(0, inverse)
         source = torch.arange(1, n + 1, device=obs.device)
         source[loose] = n + torch.arange(len(loose), device=obs.device)
-        return values[:n], values[source]
+        return values[:n], values.index_select(0, source)
 
     @torch.inference_mode()
     def assess(
