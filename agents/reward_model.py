@@ -252,7 +252,8 @@ class ProcessRewardModel(nn.Module):
             logits = _numpy_mlp(weights, "step_net", features)
         if self.noop_logit is not None:
             logits = np.where((obs == next_obs).all(axis=1), np.float32(self.noop_logit), logits)
-        p = 1.0 / (1.0 + np.exp(-logits))
+        with np.errstate(over="ignore"):  # exp(-logit) = inf for logit << 0: p = 0, as it should be
+            p = 1.0 / (1.0 + np.exp(-logits))
         estimates = 2 * p - 1 if self.head == "step" else np.clip(next_values, -1.0, 1.0)
         return p, estimates
 

@@ -170,3 +170,49 @@ def test_value_pairs_value_each_side_once_and_exactly(env) -> None:
     assert prm.value_net[0].weight.grad is not None and prm.value_net[0].weight.grad.abs().sum() > 0
     one = {k: v[:1] for k, v in steps.items()}  # a single row: both sides valued
     torch.testing.assert_close(prm.value_pairs(one)[1], prm.values(next_obs[:1]))
+
+
+@pytest.mark.parametrize("head", ["value", "step"])
+def test_lean_scoring_matches_torch_and_follows_every_weight_change(env, head: str) -> None:
+    """probabilities / assess_arrays (numpy lookups, cached weights) equal assess's forward pass,
+    draw the same votes from the same generator, and see optimiser steps and loaded weights."""
+    from agents.reward_model import draw_votes
+
+    prm = ProcessRewardModel.for_env(env, head=head, seed=0, device="cpu")
+    steps = _steps(40)
+    steps["next_obs"][:-1:2] = steps["obs"][1::2]  # some rows chain
+    steps["next_obs"][5] = steps["obs"][5]  # a no-op
+    steps["obs"][7] = steps["obs"][3]  # a repeated state
+    arrays = (steps["obs"].numpy(), steps["action"].numpy(), steps["next_obs"].numpy())
+
+    def check() -> None:
+        votes, _, estimates = prm.assess(steps, 3, generator=torch.Generator().manual_seed(1))
+        lean_votes, lean_estimates = prm.assess_arrays(*arrays, 3, generator=torch.Generator().manual_seed(1))
+        p, _ = prm.probabilities(*arrays)
+        np.testing.assert_allclose(p, torch.sigmoid(prm.logits(steps)).detach().numpy(), atol=1e-6)
+        np.testing.assert_allclose(lean_estimates, estimates.numpy(), atol=1e-6)
+        np.testing.assert_array_equal(lean_votes, votes.numpy())
+        assert draw_votes(p, 3, torch.Generator().manual_seed(1)).shape == (40, 3)
+        if head == "value":
+            np.testing.assert_allclose(
+                prm.values_array(arrays[0]), prm.values(steps["obs"]).detach().numpy(), atol=1e-6
+            )
+
+    check()
+    optimizer = torch.optim.SGD(prm.parameters(), lr=1.0)
+    prm.values(steps["obs"]).sum().backward() if head == "value" else prm.logits(steps).sum().backward()
+    optimizer.step()  # the cached copy is stale now
+    check()
+    prm.load_state_dict(ProcessRewardModel.for_env(env, head=head, seed=5, device="cpu").state_dict())
+    check()
+
+
+def test_distinct_rows_is_exact_even_when_the_hash_collides(monkeypatch) -> None:
+    import agents.reward_model as reward_model
+
+    rows = np.array([[1, 2, 3], [4, 5, 6], [1, 2, 3], [7, 8, 9], [4, 5, 6]])
+    index, inverse = reward_model.distinct_rows(rows)
+    assert len(index) == 3 and np.array_equal(rows[index][inverse], rows)
+    monkeypatch.setattr(reward_model, "_ROW_HASH", np.zeros(4096, dtype=np.int64))  # every row collides
+    index, inverse = reward_model.distinct_rows(rows)
+    assert len(index) == 3 and np.array_equal(rows[index][inverse], rows)
