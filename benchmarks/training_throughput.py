@@ -31,7 +31,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: name -> LoopSettings fields; the first is what `rla bench` runs per run today.
+#: name -> LoopSettings fields; the first is what `rla bench` runs per run on its defaults.
 #: The anchors' PPO settings for many envs (minibatches in the thousands, few epochs, an entropy bonus).
 WIDE = {"algo": "ppo", "n_envs": 64, "n_steps": 128, "batch_size": 2048, "n_epochs": 4, "ent_coef": 0.01}
 #: The fast path chosen by benchmarks/fast_path_sweep.py: learning per step matches the first row.
@@ -40,7 +40,7 @@ FAST = {"algo": "ppo", "vec_env": "batched", "n_envs": 128, "n_steps": 8, "batch
 #: agents.batched_ppo.BatchedPPO's arguments (a lean PPO loop; not a LoopSettings algo, so built directly).
 LEAN = {"n_steps": 4, "batch_size": 512, "n_epochs": 4, "learning_rate": 1e-3, "encoder": "flatten-small"}
 CONFIGS: dict[str, dict[str, Any]] = {
-    "ppo, 4 DummyVecEnv envs, n_steps 256, batch 256, 10 epochs (rla bench today)": {"algo": "ppo"},
+    "ppo, 4 DummyVecEnv envs, n_steps 256, batch 256, 10 epochs (rla bench's default PPO)": {"algo": "ppo"},
     "ppo, 64 batched envs, n_steps 128, batch 2048, 4 epochs, ent 0.01": {**WIDE, "vec_env": "batched"},
     "ppo, 128 batched envs, n_steps 8, batch 512, 4 epochs, lr 1e-3 (fast path)": FAST,
     "ppo fast path, encoder flatten-small (8-d embeddings, 64 features, one 64-unit layer per head)":
