@@ -377,7 +377,7 @@ def sb3_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.llm
 def test_one_command_puts_an_llm_and_an_sb3_policy_in_one_table(sb3_run: Path, capsys) -> None:
     from agents.cli import main
-    from agents.train import EVAL_LEVELS
+    from agents.evaluation import DENSE_LEVELS as EVAL_LEVELS  # rla eval's default grid
 
     assert main(["eval", "--run", str(sb3_run), "--episodes", "3", "--llm", "scripted:oracle"]) == 0
     out = capsys.readouterr().out
@@ -406,8 +406,11 @@ def test_one_command_evaluates_a_tiny_transformers_model_next_to_the_run(
 ) -> None:
     from agents.cli import EvalSettings, eval_command
 
+    levels = (0.0, 0.25, 0.5, 0.75, 1.0)
     rows = eval_command(
-        EvalSettings(run=str(sb3_run), episodes=1, llm=(f"hf:{tiny_model_dir}",), llm_max_new_tokens=8)
+        EvalSettings(
+            run=str(sb3_run), episodes=1, levels=levels, llm=(f"hf:{tiny_model_dir}",), llm_max_new_tokens=8
+        )
     )
     policies = [row["policy"] for row in rows]
     assert policies.count(f"hf:{tiny_model_dir}") == 5 and policies.count(f"ppo: {sb3_run}") == 5
