@@ -98,6 +98,7 @@ class BenchSettings:
     learning_rate: float = from_loop("learning_rate")
     n_steps: int = from_loop("n_steps")
     preset: str = from_loop("preset")
+    history: int = from_loop("history")
     out: str = described("results/bench", "results directory")
     backend: str = described("process", "process (local pool) or ray")
     workers: int = described(2, "runs at a time (process backend; local Ray CPUs)")

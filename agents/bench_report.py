@@ -288,7 +288,7 @@ def markdown(summary: dict[str, Any]) -> str:
         env, row = key.split(" / ", 1)
         extra = " | ".join(_number(cell.get(k, math.nan)) for k in ("d50", "auc", "auc_normalised"))
         trained = _number(cell.get("train_success", math.nan))
-        scores = f"{cell['in_domain']:.2f} | {cell['ood']:.2f} | {extra} | {trained}"
+        scores = f"{_number(cell['in_domain'])} | {_number(cell['ood'])} | {extra} | {trained}"
         lines.append(f"| {env} | {row} | {scores} |")
     return "\n".join(lines) + "\n"
 

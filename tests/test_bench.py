@@ -336,3 +336,12 @@ def test_bench_workers_die_with_their_parent(tmp_path: Path) -> None:
     while alive(child) and time.time() < deadline:
         time.sleep(0.1)
     assert not alive(child), "the worker outlived its killed parent"
+
+
+def test_bench_runs_take_a_history() -> None:
+    from agents.bench import loop_settings
+
+    settings = BenchSettings(algo="maskable-ppo", history=1)
+    assert loop_settings(settings, RunSpec("RLA-TextNav-v0", "outcome", "fixed", 0)).history == 1
+    with pytest.raises(ValueError, match="history must be an integer >= 0"):
+        validate(dataclasses.replace(settings, history=-1))
