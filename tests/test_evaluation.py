@@ -55,7 +55,7 @@ def test_the_oracle_solves_every_held_out_task_in_its_optimal_length(env_id: str
         alone = evaluate(env, oracle_agent, level, heldout_seeds(6))
         assert row["success"] == 1.0 and row["mean_length"] == alone.mean_optimal_len
     randoms = evaluate_batched(env_id, random_batch_agent(seed=1), levels, tasks=6)
-    assert all(r["success"] <= 1.0 for r in randoms) and randoms[-1]["success"] < 1.0
+    assert randoms[-1]["success"] < 1.0  # random commands fail some d = 1 tasks the oracle solves
 
 
 def test_bad_evaluation_arguments_are_named() -> None:
