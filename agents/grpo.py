@@ -33,6 +33,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.vec_env import VecEnv
 
+from agents.history import TokenHistory, check_frames, history_space
 from agents.trajectories import Trajectory
 from rla_gym.curricula.base import Curriculum, EpisodeResult
 from rla_gym.stats import group_advantages
@@ -59,6 +60,10 @@ class GroupPPO(OnPolicyAlgorithm):
     stepped) supplies the mode, lambda, m and the votes; the finished trajectories go to its
     ``finished`` list, where the loop's callback trains the PRM on them. One rollout of SB3's
     ``learn`` is one round.
+
+    ``history`` k > 0 gives the policy memory as ``agents.history.HistoryVecEnv`` does: it sees
+    the last k observations and actions of its episode (``agents.history.history_space``); the
+    PRM and the curriculum see the env's own observations.
     """
 
     def __init__(
@@ -78,6 +83,7 @@ class GroupPPO(OnPolicyAlgorithm):
         ent_coef: float = 0.0,
         max_grad_norm: float = 0.5,
         masked: bool = False,
+        history: int = 0,
         policy_kwargs: dict[str, Any] | None = None,
         seed: int | None = None,
         device: torch.device | str = "auto",
@@ -97,12 +103,17 @@ class GroupPPO(OnPolicyAlgorithm):
                 f"the env count ({env.num_envs}) must be a multiple of group_size ({group_size})"
             )
         keeps_group([1], group_filter)  # validates the name
+        self.history = 0 if history == 0 else check_frames(history)
+        self._memory: TokenHistory | None = None
         super().__init__(
             policy, env, learning_rate=learning_rate, n_steps=1, gamma=1.0, gae_lambda=1.0, ent_coef=ent_coef,
             vf_coef=0.0, max_grad_norm=max_grad_norm, use_sde=False, sde_sample_freq=-1,
             policy_kwargs=policy_kwargs, verbose=verbose, seed=seed, device=device,
-            supported_action_spaces=(spaces.Discrete,),
+            supported_action_spaces=(spaces.Discrete,), _init_setup_model=False,
         )  # fmt: skip
+        if self.history:
+            self.observation_space = history_space(self.observation_space, self.action_space, self.history)
+        self._setup_model()
         self.reward_env, self.curriculum = reward_env, curriculum
         self.group_size, self.group_filter = group_size, group_filter
         self.groups = env.num_envs // group_size
@@ -122,9 +133,25 @@ class GroupPPO(OnPolicyAlgorithm):
         self.policy = self.policy.to(self.device)
 
     # ------------------------------------------------------------ collection
-    def _act(self, observations: list[dict[str, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-        """Sampled actions and their log-probabilities for a list of observations."""
-        return self._act_batch({key: np.stack([o[key] for o in observations]) for key in observations[0]})
+    def _start_memory(self, tokens: np.ndarray) -> None:
+        """With a history: every env of the round begins its episode seeing its row of ``tokens``."""
+        if self.history:
+            raw = self.env.observation_space["tokens"]  # type: ignore[index, union-attr]
+            self._memory = TokenHistory(
+                len(tokens), length=tokens.shape[1], frames=self.history, action_base=int(raw.high.max()) + 1
+            )
+            self._memory.start(np.ones(len(tokens), dtype=bool), tokens)
+
+    def _policy_view(self, batch: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, np.ndarray]:
+        """What the policy sees of envs ``rows`` (observations ``batch``): with a history, its tokens."""
+        if self._memory is None:
+            return batch
+        return {**batch, "tokens": self._memory.tokens(rows)}
+
+    def _remember(self, rows: np.ndarray, tokens: np.ndarray, actions: np.ndarray) -> None:
+        """Envs ``rows`` took ``actions`` and now see ``tokens``."""
+        if self._memory is not None:
+            self._memory.push(tokens, actions, rows)
 
     def _act_batch(self, batch: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """Sampled actions and their log-probabilities for a batch of observations (arrays)."""
@@ -170,23 +197,28 @@ class GroupPPO(OnPolicyAlgorithm):
                 raise RuntimeError(f"env {i} ran task key {info['task_key']}, not the assigned {task}")
             obs.append(first)
             distances[i] = info.get("distance", 0.0)
-        steps: list[list[Any]] = [
-            [] for _ in tasks
-        ]  # per env: (obs, action, log_prob, next tokens, label, gain)
+        self._start_memory(np.stack([o["tokens"] for o in obs]))
+        # per env: (obs, action, log_prob, next tokens, label, gain, what the policy saw)
+        steps: list[list[Any]] = [[] for _ in tasks]
         outcomes = np.zeros(len(tasks), dtype=np.int64)
         returns = np.zeros(len(tasks))
         active = list(range(len(tasks)))
         gamma = self.reward_env.gamma
         while active:
-            actions, log_probs = self._act([obs[i] for i in active])
-            still = []
-            for i, action, log_prob in zip(active, actions, log_probs, strict=True):
+            rows = np.array(active)
+            batch = {key: np.stack([obs[i][key] for i in active]) for key in obs[active[0]]}
+            seen = self._policy_view(batch, rows)
+            actions, log_probs = self._act_batch(seen)
+            still, nexts = [], []
+            for k, (i, action, log_prob) in enumerate(zip(active, actions, log_probs, strict=True)):
                 nxt, reward, terminated, truncated, info = envs[i].step(int(action))
                 done = terminated or truncated
                 after = 0.0 if done else gamma * info.get("distance", 0.0)
                 gain, distances[i] = float(distances[i] - after), info.get("distance", 0.0)
                 label = 1 if info.get("progress") == 1 else -1
-                steps[i].append((obs[i], int(action), float(log_prob), nxt["tokens"], label, gain))
+                view = {key: value[k] for key, value in seen.items()}
+                steps[i].append((obs[i], int(action), float(log_prob), nxt["tokens"], label, gain, view))
+                nexts.append(nxt["tokens"])
                 returns[i] += float(reward)
                 obs[i] = nxt
                 if done:
@@ -196,6 +228,7 @@ class GroupPPO(OnPolicyAlgorithm):
                     self.ep_success_buffer.append(bool(info["is_success"]))  # type: ignore[union-attr]
                 else:
                     still.append(i)
+            self._remember(rows, np.stack(nexts), actions)
             self.num_timesteps += len(active)
             active = still
             callback.update_locals(locals())
@@ -230,7 +263,8 @@ class GroupPPO(OnPolicyAlgorithm):
             ran = info["task_key"][wrong]
             raise RuntimeError(f"env {wrong} ran task key {ran}, not the assigned {tasks[wrong]}")
         distances = info["distance"].astype(np.float64)
-        # per env: (obs, action, log_prob, next tokens, label, gain)
+        self._start_memory(obs["tokens"])
+        # per env: (obs, action, log_prob, next tokens, label, gain, what the policy saw)
         steps: list[list[Any]] = [[] for _ in tasks]
         outcomes = np.zeros(n, dtype=np.int64)
         returns = np.zeros(n)
@@ -240,7 +274,8 @@ class GroupPPO(OnPolicyAlgorithm):
         while running.any():
             active = np.flatnonzero(running)
             tokens, masks = obs["tokens"][active], obs["action_mask"][active]
-            chosen, log_probs = self._act_batch({"tokens": tokens, "action_mask": masks})
+            seen = self._policy_view({"tokens": tokens, "action_mask": masks}, active)
+            chosen, log_probs = self._act_batch(seen)
             actions = np.full(n, noop, dtype=np.int64)
             actions[active] = chosen
             obs, rewards, terminated, truncated, info = vector.step(actions)
@@ -250,10 +285,12 @@ class GroupPPO(OnPolicyAlgorithm):
             distances[active] = distance
             labels = np.where(info["progress"][active] == 1, 1, -1)
             next_tokens = obs["tokens"][active]
+            self._remember(active, next_tokens, chosen)
             for k, i in enumerate(active.tolist()):
                 row = {"tokens": tokens[k], "action_mask": masks[k]}
+                view = row if self._memory is None else {"tokens": seen["tokens"][k], "action_mask": masks[k]}
                 steps[i].append((row, int(chosen[k]), float(log_probs[k]), next_tokens[k], int(labels[k]),
-                                 float(gains[k])))  # fmt: skip
+                                 float(gains[k]), view))  # fmt: skip
             returns[active] += rewards[active]
             finished = active[done]
             outcomes[finished] = info["outcome"][finished]
@@ -321,7 +358,7 @@ class GroupPPO(OnPolicyAlgorithm):
                     continue
                 for step, advantage in zip(steps[i], advantages, strict=True):
                     if advantage != 0:
-                        keep_obs.append(step[0])
+                        keep_obs.append(step[6])
                         keep_actions.append(step[1])
                         keep_log_probs.append(step[2])
                         keep_advantages.append(advantage)

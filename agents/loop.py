@@ -145,7 +145,7 @@ class LoopSettings:
     history: int = described(
         0,
         "observations and actions the policy sees (0: the current observation only; k: the last k "
-        "of each, agents.history; PPO, A2C, MaskablePPO)",
+        "of each, agents.history; PPO, A2C, MaskablePPO, the group trainer)",
     )
     preset: str = described(
         "",
@@ -188,11 +188,6 @@ def validate_settings(settings: LoopSettings) -> None:
         raise ValueError(f"algo must be one of {ALGOS}, got {settings.algo!r}")
     if isinstance(settings.history, bool) or not isinstance(settings.history, int) or settings.history < 0:
         raise ValueError(f"history must be an integer >= 0 (0: no history), got {settings.history!r}")
-    if settings.history and settings.algo in GROUP_ALGOS:
-        raise ValueError(
-            f"history {settings.history} is for ppo, a2c and maskable-ppo: {settings.algo} steps its envs "
-            "itself and keeps no history (leave history 0)"
-        )
     if settings.algo == "batched-ppo":
         _check_batched_ppo(settings)
     if settings.algo in GROUP_ALGOS:
@@ -420,7 +415,7 @@ def _group_algorithm(
     return GroupPPO(
         MaskableTokenPolicy if masked else TokenPolicy, venv, reward_env=reward_env, curriculum=curriculum,
         group_size=settings.group_size, group_filter=settings.group_filter, masked=masked,
-        n_epochs=settings.n_epochs, ent_coef=settings.ent_coef,
+        history=settings.history, n_epochs=settings.n_epochs, ent_coef=settings.ent_coef,
         **{name: value for name, value in optional.items() if value},  # 0: the trainer's default
         policy_kwargs={"features_extractor_kwargs": {"encoder": settings.encoder}},
         seed=settings.seed, device=settings.device,

@@ -165,9 +165,11 @@ def test_grpo_does_not_train_on_rounds_whose_proposal_was_rejected() -> None:
     assert all(torch.equal(a, b) for a, b in zip(before, model.policy.parameters(), strict=True))
 
 
-def test_batched_collection_runs_the_same_rounds_as_stepping_each_env() -> None:
+@pytest.mark.parametrize("history", [0, 2])
+def test_batched_collection_runs_the_same_rounds_as_stepping_each_env(history: int) -> None:
     """On the array-state vector env the group trainer steps every env in one call; with the same
-    seeds it collects exactly the rollouts the per-env path collects and trains to the same weights."""
+    seeds it collects exactly the rollouts the per-env path collects and trains to the same weights
+    (with and without a history)."""
     from agents.vec_env import BatchedVecEnv
     from rla_gym.envs.textnav_vector import TextNavVectorEnv
 
@@ -176,7 +178,7 @@ def test_batched_collection_runs_the_same_rounds_as_stepping_each_env() -> None:
     for vec_env in ("dummy", "batched"):
         settings = LoopSettings(
             algo="grpo", mode="env", difficulty=0.3, groups=8, group_size=8, seed=3, device="cpu",
-            vec_env=vec_env,
+            vec_env=vec_env, history=history,
         )  # fmt: skip
         model, callback = build_loop(settings)
         if vec_env == "batched":
@@ -204,7 +206,8 @@ def test_batched_collection_runs_the_same_rounds_as_stepping_each_env() -> None:
             for a, b in zip(episode_a, episode_b, strict=True):
                 assert np.array_equal(a[0]["tokens"], b[0]["tokens"])
                 assert np.array_equal(a[0]["action_mask"], b[0]["action_mask"])
-                assert a[1:3] == b[1:3] and np.array_equal(a[3], b[3]) and a[4:] == b[4:]
+                assert a[1:3] == b[1:3] and np.array_equal(a[3], b[3]) and a[4:6] == b[4:6]
+                assert np.array_equal(a[6]["tokens"], b[6]["tokens"])
     for p, q in zip(model_a.policy.parameters(), model_b.policy.parameters(), strict=True):
         assert torch.equal(p, q)
 

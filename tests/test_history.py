@@ -83,9 +83,43 @@ def test_bad_history_values_are_named(bad: object) -> None:
         HistoryVecEnv(make_vec_env(ENV, n_envs=1), bad)  # type: ignore[arg-type]
 
 
-def test_the_group_trainer_refuses_a_history() -> None:
-    with pytest.raises(ValueError, match="history 2 is for ppo.*grpo"):
-        validate_settings(LoopSettings(algo="grpo", history=2))
+@pytest.mark.parametrize("algo", ["grpo", "maskable-grpo"])
+def test_the_group_trainer_trains_on_the_history_and_the_prm_sees_the_env(algo: str) -> None:
+    """The group trainer's samples carry each episode's history (its first step: an empty past; its
+    second: the first observation and action); the PRM's trajectories keep the env's own tokens."""
+    torch.set_num_threads(1)
+    settings = LoopSettings(
+        algo=algo, mode="reward", history=2, vec_env="batched", groups=2, group_size=4,
+        difficulty=0.5, seed=0, device="cpu",
+    )  # fmt: skip
+    model, callback = build_loop(settings)
+    assert model.observation_space["tokens"].shape == (2 * LENGTH + 2,)
+    rounds, widths = [], []
+    finish = model._finish_round
+
+    def spy(tasks, trains, steps, outcomes, returns) -> None:
+        rounds.append(steps)
+        finish(tasks, trains, steps, outcomes, returns)
+        widths.extend(t.obs.shape[1] for t in model.reward_env.finished)  # what the PRM trains on
+
+    model._finish_round = spy  # type: ignore[method-assign]
+    before = [p.detach().clone() for p in model.policy.parameters()]
+    model.learn(300, callback=callback)
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.policy.parameters(), strict=True))
+    for episode in (e for steps in rounds for e in steps):
+        first, second = episode[0], episode[1]  # d = 0.5: no episode ends at its first step
+        raw, seen = first[0]["tokens"], first[6]["tokens"]
+        assert raw.shape == (LENGTH,) and np.array_equal(seen[:LENGTH], raw) and not seen[LENGTH:].any()
+        seen = second[6]["tokens"]
+        assert np.array_equal(seen[:LENGTH], second[0]["tokens"])
+        assert np.array_equal(seen[LENGTH : 2 * LENGTH], raw)
+        assert seen[-2] == BASE + first[1] and seen[-1] == 0
+    assert len(rounds) >= 2 and widths and set(widths) == {LENGTH}
+
+
+def test_a_history_must_be_a_whole_number_of_frames() -> None:
+    with pytest.raises(ValueError, match="history must be an integer >= 0"):
+        validate_settings(LoopSettings(algo="grpo", history=-1))
 
 
 def test_history_needs_token_observations() -> None:
