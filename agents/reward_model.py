@@ -168,19 +168,17 @@ class ProcessRewardModel(nn.Module):
         """
         obs, next_obs = steps["obs"], steps["next_obs"]
         n = len(obs)
-        chained = torch.zeros(n, dtype=torch.bool, device=obs.device)
+        chained = np.zeros(n, dtype=bool)
         if n > 1:
-            chained[:-1] = rows_equal(next_obs[:-1], obs[1:])
-        loose = torch.nonzero(~chained).squeeze(1)
-        states = torch.cat([obs, next_obs[loose]])
+            chained[:-1] = rows_equal(next_obs[:-1], obs[1:]).cpu().numpy()
+        loose, source = (torch.from_numpy(a).to(obs.device) for a in chain_index(chained))
+        states = torch.cat([obs, next_obs.index_select(0, loose)])
         if states.device.type == "cpu":
             index, inverse = (torch.from_numpy(a) for a in distinct_rows(states.numpy()))
             values = self.values(states.index_select(0, index)).index_select(0, inverse)
         else:
             distinct, inverse = torch.unique(states, dim=0, return_inverse=True)
             values = self.values(distinct).index_select(0, inverse)
-        source = torch.arange(1, n + 1, device=obs.device)
-        source[loose] = n + torch.arange(len(loose), device=obs.device)
         return values[:n], values.index_select(0, source)
 
     @torch.inference_mode()
@@ -296,13 +294,11 @@ class ProcessRewardModel(nn.Module):
         chained = np.zeros(n, dtype=bool)
         if n > 1:
             chained[:-1] = (next_obs[:-1] == obs[1:]).all(axis=1)
-        loose = np.flatnonzero(~chained)
+        loose, source = chain_index(chained)
         states = np.concatenate([obs, next_obs[loose]])
         index, inverse = distinct_rows(states)
         embedded = weights["embedding.weight"].take(states[index], axis=0).reshape(len(index), -1)
         values = np.tanh(_numpy_mlp(weights, "value_net", embedded))[inverse]
-        source = np.arange(1, n + 1)
-        source[loose] = n + np.arange(len(loose))
         return values[:n], values[source]
 
     def votes_and_scores(
@@ -360,6 +356,25 @@ def rows_equal(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 #: Multipliers of the row hash in :func:`distinct_rows` (odd 64-bit constants).
 _ROW_HASH = np.random.default_rng(20261201).integers(1, 2**62, 4096, dtype=np.int64) | 1
+
+
+def chain_index(chained: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each step's next state sits among ``[obs, next_obs[loose]]`` (see ``value_pairs``).
+
+    ``chained[i]`` says step i's ``next_obs`` is step i + 1's ``obs``. Returns ``loose`` (the
+    steps that do not chain, whose ``next_obs`` is appended) and ``source`` (per step, the row of
+    its next state).
+
+    Examples:
+        >>> loose, source = chain_index(np.array([True, False, True, False]))
+        >>> loose.tolist(), source.tolist()
+        ([1, 3], [1, 4, 3, 5])
+    """
+    n = len(chained)
+    loose = np.flatnonzero(~chained)
+    source = np.arange(1, n + 1)
+    source[loose] = n + np.arange(len(loose))
+    return loose, source
 
 
 def distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
