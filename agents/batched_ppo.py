@@ -71,10 +71,23 @@ class BatchedPPO:
         clip_range: float = 0.2, ent_coef: float = 0.0, vf_coef: float = 0.5, max_grad_norm: float = 0.5,
         encoder: str = "flatten-small", seed: int = 0, device: str = "cpu",
     ) -> None:  # fmt: skip
+        for name, value in (("n_envs", n_envs), ("n_steps", n_steps), ("batch_size", batch_size),
+                            ("n_epochs", n_epochs)):  # fmt: skip
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
         if n_envs * n_steps < 2 or batch_size < 2:
             raise ValueError(
                 f"n_envs * n_steps and batch_size must be >= 2, got {n_envs * n_steps}, {batch_size}"
             )
+        for name, number in (("learning_rate", learning_rate), ("clip_range", clip_range)):
+            if isinstance(number, bool) or not isinstance(number, (int, float)) or not number > 0:
+                raise ValueError(f"{name} must be a number > 0, got {number!r}")
+        for name, number in (("gamma", gamma), ("gae_lambda", gae_lambda)):
+            if isinstance(number, bool) or not isinstance(number, (int, float)) or not 0 <= number <= 1:
+                raise ValueError(f"{name} must be a number in [0, 1], got {number!r}")
+        for name, number in (("ent_coef", ent_coef), ("vf_coef", vf_coef), ("max_grad_norm", max_grad_norm)):
+            if isinstance(number, bool) or not isinstance(number, (int, float)) or not number >= 0:
+                raise ValueError(f"{name} must be a number >= 0, got {number!r}")
         self.envs = gym.make_vec(
             env_id, num_envs=n_envs, vectorization_mode="vector_entry_point",
             autoreset_mode=AutoresetMode.SAME_STEP, difficulty=difficulty,

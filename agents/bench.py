@@ -344,7 +344,9 @@ def run_one(settings: BenchSettings, spec: RunSpec, position: int = 0) -> dict[s
 def write_references(out: Path, settings: BenchSettings) -> dict[str, Any]:
     """``references.json``: per env, the success per level of random admissible commands and of
     the exact oracle on the final evaluation's held-out tasks (scores are normalised between
-    them). Kept when it already holds every env at these levels and tasks."""
+    them). Kept when it already holds every env at these levels and tasks, made by this
+    ``rla_gym`` version (recorded with each env)."""
+    import rla_gym
     from agents.evaluation import evaluate_batched, oracle_batch_agent, random_batch_agent
 
     path = out / "references.json"
@@ -352,9 +354,14 @@ def write_references(out: Path, settings: BenchSettings) -> dict[str, Any]:
     grid = [str(float(level)) for level in settings.levels]
     for env in settings.envs:
         known = references.get(env, {})
-        if known.get("tasks") == settings.final_eval_episodes and list(known.get("random", {})) == grid:
+        if (
+            known.get("tasks") == settings.final_eval_episodes
+            and list(known.get("random", {})) == grid
+            and known.get("rla_gym") == rla_gym.__version__
+        ):
             continue
-        entry: dict[str, Any] = {"tasks": settings.final_eval_episodes}
+        # the env's version: its tasks (and so the references) may change with it
+        entry: dict[str, Any] = {"tasks": settings.final_eval_episodes, "rla_gym": rla_gym.__version__}
         for name, agent in (("random", random_batch_agent(0)), ("oracle", oracle_batch_agent(0))):
             rows = evaluate_batched(env, agent, settings.levels, settings.final_eval_episodes)
             entry[name] = {str(r["difficulty"]): r["success"] for r in rows}

@@ -9,6 +9,7 @@ import torch
 from stable_baselines3.common.policies import MultiInputActorCriticPolicy
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
+from torch.nn import functional as F
 
 ENCODERS = ("flatten", "attention", "relational", "lookup", "flatten-small")
 
@@ -36,7 +37,13 @@ class _RowGather(torch.autograd.Function):
 
 def gather_rows(weight: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     """Rows ``weight[ids]`` for 1-D ``ids``, as ``F.embedding(ids, weight, padding_idx=0)`` (row 0
-    gets no gradient) with a backward that sums rows by ``index_add_``: much faster on the CPU."""
+    gets no gradient) with a backward that sums rows by ``index_add_``: much faster on the CPU.
+
+    On other devices it is ``F.embedding`` itself: ``index_add_`` sums with atomics on CUDA, so
+    its gradients would change from run to run in the last bits.
+    """
+    if weight.device.type != "cpu":
+        return F.embedding(ids, weight, padding_idx=0)
     return _RowGather.apply(weight, ids)
 
 

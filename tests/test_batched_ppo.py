@@ -199,3 +199,21 @@ def test_batched_ppo_learns_difficulty_zero(seed: int) -> None:
 
     result = evaluate(gym.make("RLA-TextNav-v0"), agent, 0.0, heldout_seeds(200))
     assert result.success_rate >= 0.9, result
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("n_epochs", 0, "n_epochs must be an integer >= 1, got 0"),
+        ("n_steps", 2.5, "n_steps must be an integer >= 1, got 2.5"),
+        ("n_envs", True, "n_envs must be an integer >= 1, got True"),
+        ("learning_rate", -1e-3, "learning_rate must be a number > 0, got -0.001"),
+        ("gamma", 1.5, r"gamma must be a number in \[0, 1\], got 1.5"),
+        ("gae_lambda", float("nan"), r"gae_lambda must be a number in \[0, 1\], got nan"),
+        ("ent_coef", -0.1, "ent_coef must be a number >= 0, got -0.1"),
+        ("clip_range", 0, "clip_range must be a number > 0, got 0"),
+    ],
+)
+def test_bad_trainer_settings_are_named(field: str, value: object, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        BatchedPPO("RLA-TextNav-v0", difficulty=0.2, **{"n_envs": 4, field: value})  # type: ignore[arg-type]

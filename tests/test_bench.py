@@ -345,3 +345,17 @@ def test_bench_runs_take_a_history() -> None:
     assert loop_settings(settings, RunSpec("RLA-TextNav-v0", "outcome", "fixed", 0)).history == 1
     with pytest.raises(ValueError, match="history must be an integer >= 0"):
         validate(dataclasses.replace(settings, history=-1))
+
+
+def test_references_record_the_env_version_and_are_remade_for_another(tmp_path: Path) -> None:
+    import rla_gym
+    from agents.bench import write_references
+
+    settings = BenchSettings(envs=("RLA-TextNav-v0",), levels=(0.0, 0.5), final_eval_episodes=20)
+    entry = write_references(tmp_path, settings)["RLA-TextNav-v0"]
+    assert entry["rla_gym"] == rla_gym.__version__ and entry["tasks"] == 20
+    assert entry["oracle"] == {"0.0": 1.0, "0.5": 1.0} and 0 <= entry["random"]["0.5"] < 1
+    stale = {"RLA-TextNav-v0": {**entry, "rla_gym": "0.0.1", "random": {"0.0": -1.0, "0.5": -1.0}}}
+    (tmp_path / "references.json").write_text(json.dumps(stale))
+    assert write_references(tmp_path, settings)["RLA-TextNav-v0"] == entry  # made again
+    assert json.loads((tmp_path / "references.json").read_text())["RLA-TextNav-v0"] == entry

@@ -179,3 +179,22 @@ def test_maskable_ppo_learns_difficulty_0_15(seed: int) -> None:
     model.learn(20_000)
     result = evaluate(gym.make("RLA-TextNav-v0"), policy_agent(model, masked=True), 0.15, heldout_seeds(200))
     assert result.success_rate >= 0.8, result
+
+
+def test_gather_rows_gives_the_values_and_gradients_of_an_embedding_with_padding() -> None:
+    import torch
+    from torch.nn import functional as F
+
+    from agents.policies import gather_rows
+
+    ids = torch.tensor([0, 3, 3, 1, 0, 4, 3])
+    weight = torch.randn(6, 5, generator=torch.Generator().manual_seed(0))
+    grads = []
+    for lookup in (gather_rows, lambda w, i: F.embedding(i, w, padding_idx=0)):
+        leaf = weight.clone().requires_grad_(True)
+        out = lookup(leaf, ids)
+        (out * torch.arange(35.0).reshape(7, 5)).sum().backward()
+        torch.testing.assert_close(out, weight[ids])
+        grads.append(leaf.grad)
+    torch.testing.assert_close(grads[0], grads[1])
+    assert not grads[0][0].any() and grads[0][3].abs().sum() > 0  # padding row: no gradient
