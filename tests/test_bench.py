@@ -359,3 +359,16 @@ def test_references_record_the_env_version_and_are_remade_for_another(tmp_path: 
     (tmp_path / "references.json").write_text(json.dumps(stale))
     assert write_references(tmp_path, settings)["RLA-TextNav-v0"] == entry  # made again
     assert json.loads((tmp_path / "references.json").read_text())["RLA-TextNav-v0"] == entry
+
+
+@pytest.mark.parametrize("config", sorted(Path(__file__).parent.parent.glob("benchmarks/study/*.toml")))
+def test_the_study_configs_are_valid_bench_settings(config: Path) -> None:
+    """Each committed study config (docs/results.md) loads, validates and plans its rows."""
+    settings = load_config(BenchSettings(config=str(config)))
+    validate(settings)
+    specs = plan(settings)
+    assert settings.seeds >= 10 and settings.history == 1 and settings.preset == "fast"
+    assert settings.out == f"benchmarks/results/study/{config.stem}"
+    rows = {(spec.mode, spec.strategy) for spec in specs}
+    assert {("outcome", "fixed"), ("policy", "fixed"), ("reward", "fixed"), ("env", "task-pool")} <= rows
+    assert len(specs) == settings.seeds * len(rows)
