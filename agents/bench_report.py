@@ -137,7 +137,22 @@ def summarize(runs: list[dict[str, Any]], references: dict[str, Any] | None = No
         metrics = run.get("metrics", {}).get("success", {})  # the stochastic policy's
         cell["d50"].append(metrics.get("d50", math.nan))
         cell["auc"].append(metrics.get("auc_difficulty", math.nan))
+        cell["auc_learning"].append(metrics.get("auc_learning", math.nan))
         cell["auc_normalised"].append(_normalised_auc(run, references))
+    from agents.evaluation import run_metrics
+
+    for run in starts if runs else []:  # per env, the Before row: each seed's first evaluation
+        inside, outside = tiers(run)
+        success = run["evaluations"][0]["success"]
+        levels = sorted(success, key=float)
+        cell = per_env[f"{run['spec']['env']} / Before training"]
+        cell["in_domain"].append(score(run["evaluations"][0], inside))
+        cell["ood"].append(score(run["evaluations"][0], outside))
+        if len(levels) > 1:
+            before = run_metrics([float(lv) for lv in levels], [success[lv] for lv in levels])
+            cell["d50"].append(before["d50"])
+            cell["auc"].append(before["auc_difficulty"])
+        cell["auc_normalised"].append(_normalised_auc(run, references, 0))
     for env, reference in sorted((references or {}).items()):  # the Before row's random twin
         own = [run for run in runs if run["spec"]["env"] == env]
         if own and "random" in reference:
@@ -281,12 +296,14 @@ def markdown(summary: dict[str, Any]) -> str:
         "",
         "## Per env (mean over seeds)",
         "",
-        "| env | row | in-domain | OOD | d50 | area under success vs d | normalised | training success |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| env | row | in-domain | OOD | d50 | area under success vs d | normalised "
+        "| area under the learning curve | training success |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for key, cell in summary["per_env"].items():
         env, row = key.split(" / ", 1)
-        extra = " | ".join(_number(cell.get(k, math.nan)) for k in ("d50", "auc", "auc_normalised"))
+        names = ("d50", "auc", "auc_normalised", "auc_learning")
+        extra = " | ".join(_number(cell.get(k, math.nan)) for k in names)
         trained = _number(cell.get("train_success", math.nan))
         scores = f"{_number(cell['in_domain'])} | {_number(cell['ood'])} | {extra} | {trained}"
         lines.append(f"| {env} | {row} | {scores} |")

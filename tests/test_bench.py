@@ -102,7 +102,9 @@ def test_summary_rows_and_markdown_from_run_records() -> None:
     text = markdown(summary)
     assert "| + Env | 0.60 [0.60, 0.60] | 0.10 [0.10, 0.10] | - | 0.700 |" in text  # no references
     assert "| task-pool | 0.60 [0.60, 0.60] | 0.10 [0.10, 0.10] | - | 0.30 | 0.60 | 3 |" in text
-    assert "| A | Outcome-only | 0.10 | 0.00 | - | - | - | 0.60 |" in text  # records without metrics
+    assert "| A | Outcome-only | 0.10 | 0.00 | - | - | - | - | 0.60 |" in text  # records without metrics
+    # per env, the Before row: the first evaluation (success 0 everywhere: d50 0, area 0)
+    assert "| A | Before training | 0.00 | 0.00 | 0.00 | 0.00 | - | - | - |" in text
     oracle = [_run("A", "oracle", "fixed", s, {"0.25": 0.5, "0.5": 0.1, "1.0": 0.0}, None) for s in range(3)]
     assert list(summarize(runs + oracle)["ablation"])[-1] == "Oracle votes (not the method)"
     fixed_env_only = markdown(summarize(runs[:3]))
@@ -113,13 +115,16 @@ def test_per_env_rows_carry_the_frontier_and_the_area_normalised_between_random_
     final = {"0.25": 0.8, "0.5": 0.4, "1.0": 0.1}
     runs = [_run("A", "env", "task-pool", s, final, 0.7) for s in range(2)]
     for run in runs:
-        run["metrics"] = {"success": {"d50": 0.375, "auc_difficulty": 0.3667}}
+        run["metrics"] = {"success": {"d50": 0.375, "auc_difficulty": 0.3667, "auc_learning": 0.25}}
     references = {"A": {"random": {"0.25": 0.2, "0.5": 0.0, "1.0": 0.0}, "oracle": dict.fromkeys(final, 1.0)}}
     cell = summarize(runs, references)["per_env"]["A / + Env"]
     run_area, random_area = (0.15 + 0.125) / 0.75, 0.025 / 0.75  # trapezoids over 0.25, 0.5, 1
     assert cell["auc_normalised"] == pytest.approx((run_area - random_area) / (1 - random_area))
     assert cell["d50"] == 0.375 and cell["auc"] == 0.3667
-    assert "| A | + Env | 0.60 | 0.10 | 0.38 | 0.37 | 0.34 | 0.60 |" in markdown(summarize(runs, references))
+    text = markdown(summarize(runs, references))
+    assert "| A | + Env | 0.60 | 0.10 | 0.38 | 0.37 | 0.34 | 0.25 | 0.60 |" in text
+    before = summarize(runs, references)["per_env"]["A / Before training"]
+    assert before["auc_normalised"] == pytest.approx(-random_area / (1 - random_area))  # below random
     assert math.isnan(summarize(runs)["per_env"]["A / + Env"]["auc_normalised"])  # no references
 
 
