@@ -323,6 +323,11 @@ class GroupPPO(OnPolicyAlgorithm):
             if votes is not None:
                 process = re.lam * votes[offset : offset + len(episode)].mean(axis=1)
             rewards.append(outcome + process + np.zeros(len(episode)))
+            offset += len(episode)
+        k = self.group_size
+        advantages = [a for g in range(self.groups) for a in group_advantages(rewards[g * k : (g + 1) * k])]
+        offset = 0
+        for i, episode in enumerate(steps):
             trajectory = Trajectory(
                 np.stack([s[0]["tokens"] for s in episode]), np.array([s[1] for s in episode]),
                 np.stack([s[3] for s in episode]), int(outcomes[i]), tasks[i].task_id,
@@ -337,6 +342,8 @@ class GroupPPO(OnPolicyAlgorithm):
                     tasks[i], int(outcomes[i]), float(returns[i]), len(episode),
                     rm_outcome_prediction=prediction,
                     rm_votes=None if votes is None else votes[offset : offset + len(episode)],
+                    # the positive value loss with the group mean for a critic (PLR's score here)
+                    score=float(np.maximum(advantages[i], 0.0).mean()),
                 )
             )  # fmt: skip
             offset += len(episode)
@@ -347,16 +354,15 @@ class GroupPPO(OnPolicyAlgorithm):
                 trains[g * self.group_size : (g + 1) * self.group_size] = [False] * self.group_size
         keep_obs, keep_actions, keep_log_probs, keep_advantages = [], [], [], []
         kept_groups = 0
-        k = self.group_size
         for g in range(self.groups):
             members = range(g * k, (g + 1) * k)
             if not keeps_group([outcomes[i] for i in members], self.group_filter):
                 continue
             kept_groups += 1
-            for i, advantages in zip(members, group_advantages([rewards[i] for i in members]), strict=True):
+            for i in members:
                 if not trains[i]:
                     continue
-                for step, advantage in zip(steps[i], advantages, strict=True):
+                for step, advantage in zip(steps[i], advantages[i], strict=True):
                     if advantage != 0:
                         keep_obs.append(step[6])
                         keep_actions.append(step[1])

@@ -348,7 +348,7 @@ def build_loop(settings: LoopSettings) -> tuple[Any, RLAnythingCallback | Rollou
     """
     from stable_baselines3.common.env_util import make_vec_env
 
-    from rla_gym.curricula import CURRICULA, FixedCurriculum
+    from rla_gym.curricula import CURRICULA, FixedCurriculum, PrioritizedLevelReplay
 
     settings = apply_preset(settings)
     validate_settings(settings)
@@ -380,6 +380,8 @@ def build_loop(settings: LoopSettings) -> tuple[Any, RLAnythingCallback | Rollou
         cls = CURRICULA[settings.curriculum]
         if grouped and "rollouts_per_task" in inspect.signature(cls).parameters:
             kwargs["rollouts_per_task"] = settings.group_size  # a group is one round of a task
+        if grouped and issubclass(cls, PrioritizedLevelReplay):  # no critic: the trainer scores episodes
+            kwargs["score"] = "external"
         curriculum: Curriculum = cls(settings.env, seed=settings.seed, **kwargs)
     else:  # the ablation rows below the full loop keep the difficulty fixed
         curriculum = FixedCurriculum(settings.env, settings.difficulty, seed=settings.seed)

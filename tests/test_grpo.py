@@ -227,3 +227,29 @@ def test_the_trainer_settings_reach_the_group_trainer_and_ppo() -> None:
     assert ppo.lr_schedule(1.0) == pytest.approx(1e-3)
     with pytest.raises(ValueError, match="learning_rate must be a finite number >= 0, got -0.1"):
         build_loop(LoopSettings(algo="ppo", learning_rate=-0.1))
+
+
+def test_plr_runs_under_the_group_trainer_scored_by_its_positive_advantages() -> None:
+    """PLR's default score needs a critic's values; under the group trainer it is scored with the
+    group mean as the baseline: the mean of max(group advantage, 0) over the episode's steps."""
+    from rla_gym.curricula import PrioritizedLevelReplay
+
+    torch.set_num_threads(1)
+    settings = LoopSettings(
+        algo="maskable-grpo", mode="env", curriculum="plr", groups=4, group_size=4, vec_env="batched",
+        seed=0, device="cpu",
+    )  # fmt: skip
+    model, callback = build_loop(settings)
+    plr = callback.curriculum
+    assert isinstance(plr, PrioritizedLevelReplay) and plr.score == "external"
+    seen = []
+    update = plr.update
+
+    def spy(result) -> None:
+        seen.append(result.score)
+        update(result)
+
+    plr.update = spy  # type: ignore[method-assign]
+    model.learn(600, callback=callback)
+    assert len(seen) >= 32 and all(score is not None and score >= 0 for score in seen)
+    assert any(score > 0 for score in seen) and any(level["score"] > 0 for level in plr.levels)
