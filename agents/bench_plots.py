@@ -35,13 +35,15 @@ def _per_env_figure(out: Path, runs: list[dict[str, Any]], name: str, ylabel: st
     """One panel per env; ``draw(axis, label, group)`` adds one row's line to a panel."""
     plt = _pyplot()
     grouped = _by_env_and_label(runs)
-    fig, axes = plt.subplots(1, len(grouped), figsize=(5 * len(grouped), 3.5), squeeze=False)
+    fig, axes = plt.subplots(1, len(grouped), figsize=(5 * len(grouped) + 2.5, 3.5), squeeze=False)
     for axis, (env, labels) in zip(axes[0], sorted(grouped.items()), strict=True):
+        axis.set_prop_cycle(color=plt.get_cmap("tab20").colors)  # up to 20 rows, each its own colour
         for label, group in sorted(labels.items()):
             draw(axis, label, group)
         axis.set(title=env, xlabel="env steps", ylabel=ylabel, ylim=(-0.02, 1.02))
         axis.grid(alpha=0.3)
-    axes[0][-1].legend(fontsize=7, loc="best")
+    if axes[0][-1].get_legend_handles_labels()[0]:
+        axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     fig.tight_layout()
     path = out / name
     fig.savefig(path, dpi=100)
