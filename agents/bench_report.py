@@ -92,6 +92,7 @@ def summarize(runs: list[dict[str, Any]], references: dict[str, Any] | None = No
         if label in ablation:
             frozen = group[0]["spec"]["mode"] == "policy"  # its RM never trains: before == after
             ablation[label].update(_rm_columns(group, "rm_before" if frozen else "rm_after"))
+    starts: list[dict[str, Any]] = []  # one run per (env, seed): its first evaluation is the seed's Before
     if runs:  # every run of a seed starts from the same policy and PRM: one per (env, seed)
         first: dict[tuple[str, int], dict[str, Any]] = {}
         for run in runs:
@@ -120,7 +121,7 @@ def summarize(runs: list[dict[str, Any]], references: dict[str, Any] | None = No
     for table, groups in ((ablation, by_label), (strategies, strategies_runs)):
         for label, row in table.items():
             final = label != "Before training"
-            group = groups.get(label, []) if final else (starts if runs else [])
+            group = groups.get(label, []) if final else starts
             strata: dict[str, list[float]] = defaultdict(list)
             for run in group:
                 value = _normalised_auc(run, references, -1 if final else 0)
@@ -141,7 +142,7 @@ def summarize(runs: list[dict[str, Any]], references: dict[str, Any] | None = No
         cell["auc_normalised"].append(_normalised_auc(run, references))
     from agents.evaluation import run_metrics
 
-    for run in starts if runs else []:  # per env, the Before row: each seed's first evaluation
+    for run in starts:  # per env, the Before row: each seed's first evaluation
         inside, outside = tiers(run)
         success = run["evaluations"][0]["success"]
         levels = sorted(success, key=float)

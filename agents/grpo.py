@@ -33,7 +33,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.vec_env import VecEnv
 
-from agents.history import TokenHistory, check_frames, history_space
+from agents.history import TokenHistory, action_base, check_frames, history_space
 from agents.trajectories import Trajectory
 from rla_gym.curricula.base import Curriculum, EpisodeResult
 from rla_gym.stats import group_advantages
@@ -138,7 +138,7 @@ class GroupPPO(OnPolicyAlgorithm):
         if self.history:
             raw = self.env.observation_space["tokens"]  # type: ignore[index, union-attr]
             self._memory = TokenHistory(
-                len(tokens), length=tokens.shape[1], frames=self.history, action_base=int(raw.high.max()) + 1
+                len(tokens), length=tokens.shape[1], frames=self.history, action_base=action_base(raw)
             )
             self._memory.start(np.ones(len(tokens), dtype=bool), tokens)
 
@@ -148,10 +148,10 @@ class GroupPPO(OnPolicyAlgorithm):
             return batch
         return {**batch, "tokens": self._memory.tokens(rows)}
 
-    def _remember(self, rows: np.ndarray, tokens: np.ndarray, actions: np.ndarray) -> None:
-        """Envs ``rows`` took ``actions`` and now see ``tokens``."""
+    def _remember(self, rows: np.ndarray, tokens: Any, actions: np.ndarray) -> None:
+        """Envs ``rows`` took ``actions`` and now see ``tokens`` (one row each)."""
         if self._memory is not None:
-            self._memory.push(tokens, actions, rows)
+            self._memory.push(np.stack(tokens), actions, rows)
 
     def _act_batch(self, batch: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """Sampled actions and their log-probabilities for a batch of observations (arrays)."""
@@ -216,7 +216,7 @@ class GroupPPO(OnPolicyAlgorithm):
                 after = 0.0 if done else gamma * info.get("distance", 0.0)
                 gain, distances[i] = float(distances[i] - after), info.get("distance", 0.0)
                 label = 1 if info.get("progress") == 1 else -1
-                view = {key: value[k] for key, value in seen.items()}
+                view = obs[i] if self._memory is None else {key: value[k] for key, value in seen.items()}
                 steps[i].append((obs[i], int(action), float(log_prob), nxt["tokens"], label, gain, view))
                 nexts.append(nxt["tokens"])
                 returns[i] += float(reward)
@@ -228,7 +228,7 @@ class GroupPPO(OnPolicyAlgorithm):
                     self.ep_success_buffer.append(bool(info["is_success"]))  # type: ignore[union-attr]
                 else:
                     still.append(i)
-            self._remember(rows, np.stack(nexts), actions)
+            self._remember(rows, nexts, actions)
             self.num_timesteps += len(active)
             active = still
             callback.update_locals(locals())

@@ -79,6 +79,11 @@ class TokenHistory:
         return other
 
 
+def action_base(tokens: gym.spaces.Box) -> int:
+    """The token id of action 0 in a history over observations whose token ids are ``tokens``."""
+    return int(tokens.high.max()) + 1
+
+
 def history_space(space: gym.spaces.Space, action_space: gym.spaces.Space, frames: int) -> gym.spaces.Dict:
     """The observation space that :class:`HistoryVecEnv` makes of a token ``space``."""
     if not isinstance(space, gym.spaces.Dict) or "tokens" not in space.spaces:
@@ -89,7 +94,7 @@ def history_space(space: gym.spaces.Space, action_space: gym.spaces.Space, frame
     if not isinstance(action_space, gym.spaces.Discrete):
         raise TypeError(f"history stores Discrete actions as tokens, got {action_space!r}")
     frames = check_frames(frames)
-    base = int(tokens.high.max()) + 1
+    base = action_base(tokens)
     high = np.concatenate([np.tile(tokens.high, frames), np.full(frames, base + int(action_space.n) - 1)])
     spaces = dict(space.spaces)
     spaces["tokens"] = gym.spaces.Box(0, high.astype(np.int64), dtype=np.int64)
@@ -118,7 +123,7 @@ class HistoryVecEnv(VecEnvWrapper):
         inner = venv.observation_space["tokens"]  # type: ignore[index]
         self.frames = check_frames(frames)
         self.history = TokenHistory(
-            self.num_envs, length=inner.shape[0], frames=self.frames, action_base=int(inner.high.max()) + 1
+            self.num_envs, length=inner.shape[0], frames=self.frames, action_base=action_base(inner)
         )
         self._actions = np.zeros(self.num_envs, dtype=np.int64)
 
