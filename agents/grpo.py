@@ -103,6 +103,12 @@ class GroupPPO(OnPolicyAlgorithm):
                 f"the env count ({env.num_envs}) must be a multiple of group_size ({group_size})"
             )
         keeps_group([1], group_filter)  # validates the name
+        if curriculum.needs_values:
+            raise ValueError(
+                f"{type(curriculum).__name__} needs a critic's value estimates (needs_values), which the "
+                "group trainer has not; give it a score without values (PLR: score='external', the "
+                "trainer's mean positive group advantage) or train with PPO"
+            )
         self.history = 0 if history == 0 else check_frames(history)
         self._memory: TokenHistory | None = None
         super().__init__(

@@ -253,3 +253,20 @@ def test_plr_runs_under_the_group_trainer_scored_by_its_positive_advantages() ->
     model.learn(600, callback=callback)
     assert len(seen) >= 32 and all(score is not None and score >= 0 for score in seen)
     assert any(score > 0 for score in seen) and any(level["score"] > 0 for level in plr.levels)
+
+
+def test_a_curriculum_that_needs_a_critics_values_is_refused_by_name() -> None:
+    """The group trainer has no critic: a curriculum scored by value estimates (PLR's GAE scores)
+    fails at construction with the fix named, not at its first round."""
+    from agents.policies import TokenPolicy
+    from rla_gym.curricula import PrioritizedLevelReplay
+
+    torch.set_num_threads(1)
+    model, _ = build_loop(LoopSettings(algo="grpo", mode="outcome", groups=2, group_size=2, seed=0, device="cpu"))
+    plr = PrioritizedLevelReplay("RLA-TextNav-v0", score="positive_value_loss")
+    assert plr.needs_values
+    with pytest.raises(ValueError, match="PrioritizedLevelReplay needs a critic's value estimates.*score='external'"):
+        GroupPPO(TokenPolicy, model.env, reward_env=model.reward_env, curriculum=plr, group_size=2, device="cpu")
+    external = PrioritizedLevelReplay("RLA-TextNav-v0", score="external")
+    trainer = GroupPPO(TokenPolicy, model.env, reward_env=model.reward_env, curriculum=external, group_size=2)
+    assert trainer.curriculum is external
