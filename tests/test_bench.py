@@ -377,3 +377,30 @@ def test_the_study_configs_are_valid_bench_settings(config: Path) -> None:
     rows = {(spec.mode, spec.strategy) for spec in specs}
     assert {("outcome", "fixed"), ("policy", "fixed"), ("reward", "fixed"), ("env", "task-pool")} <= rows
     assert len(specs) == settings.seeds * len(rows)
+
+
+@pytest.mark.parametrize("folder", ["textnav-grpo", "textnav-ppo"])
+def test_the_results_page_tables_come_from_the_committed_runs(
+    folder: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """benchmarks/study/page_tables.py regenerates the page's TextNav tables from the run files:
+    every ablation and strategy row it prints (and the header) is on docs/results.md as it stands."""
+    import importlib.util
+
+    root = Path(__file__).parent.parent
+    spec = importlib.util.spec_from_file_location("page_tables", root / "benchmarks/study/page_tables.py")
+    assert spec is not None and spec.loader is not None
+    page_tables = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(page_tables)
+    page_tables.main([str(root / "benchmarks/results/study" / folder), "--vs", "Policy:Outcome-only"])
+    printed = capsys.readouterr().out
+    page = (root / "docs/results.md").read_text()
+    ablation = printed.split("## Ablation")[1].split("## Pre-declared")[0]
+    rows = [line for line in ablation.splitlines() if line.startswith("| ") and "[" in line]
+    assert len(rows) == 7 and all(row in page for row in rows), [row for row in rows if row not in page]
+    if folder == "textnav-grpo":
+        table = printed.split("## Strategies under the full loop")[1].split("## Final")[0]
+        strategies = [line for line in table.splitlines() if line.startswith("| ") and "[" in line]
+        assert len(strategies) == 9 and all(row in page for row in strategies)
+    with pytest.raises(ValueError, match="--vs takes \"X:Y\", got 'Policy'"):
+        page_tables.main([str(root / "benchmarks/results/study" / folder), "--vs", "Policy"])

@@ -262,11 +262,14 @@ def test_a_curriculum_that_needs_a_critics_values_is_refused_by_name() -> None:
     from rla_gym.curricula import PrioritizedLevelReplay
 
     torch.set_num_threads(1)
-    model, _ = build_loop(LoopSettings(algo="grpo", mode="outcome", groups=2, group_size=2, seed=0, device="cpu"))
+    settings = LoopSettings(algo="grpo", mode="outcome", groups=2, group_size=2, seed=0, device="cpu")
+    model, _ = build_loop(settings)
+    parts = {"reward_env": model.reward_env, "group_size": 2, "device": "cpu"}
     plr = PrioritizedLevelReplay("RLA-TextNav-v0", score="positive_value_loss")
     assert plr.needs_values
-    with pytest.raises(ValueError, match="PrioritizedLevelReplay needs a critic's value estimates.*score='external'"):
-        GroupPPO(TokenPolicy, model.env, reward_env=model.reward_env, curriculum=plr, group_size=2, device="cpu")
+    refused = "PrioritizedLevelReplay needs a critic's value estimates.*score='external'"
+    with pytest.raises(ValueError, match=refused):
+        GroupPPO(TokenPolicy, model.env, curriculum=plr, **parts)
     external = PrioritizedLevelReplay("RLA-TextNav-v0", score="external")
-    trainer = GroupPPO(TokenPolicy, model.env, reward_env=model.reward_env, curriculum=external, group_size=2)
+    trainer = GroupPPO(TokenPolicy, model.env, curriculum=external, **parts)
     assert trainer.curriculum is external
