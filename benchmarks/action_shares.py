@@ -1,15 +1,17 @@
 """What a study run's policy does: the share of each kind of command and how often it is optimal.
 
     python benchmarks/action_shares.py --config benchmarks/study/reason-ppo.toml --mode oracle
-        --seed 6 [--env RLA-Reason-v0] [--steps 300000] [--every 50000] [--level 0.2] [--out FILE.json]
+        --seed 6 [--env RLA-Reason-v0] [--strategy fixed] [--steps 300000] [--every 50000]
+        [--level 0.2] [--out FILE.json]
 
-Trains one run of a study config (``rla bench --config``'s settings for that env, mode and seed,
-fixed difficulty, the curriculum ``fixed``) and every ``--every`` env steps runs its stochastic
-policy on 50 held-out tasks at ``--level``, recording held-out success and, over every command
-the policy took there, the share of each kind of command (an action name's first word: ``type``,
-``erase``, ``write`` on Reason) split by whether the exact oracle marks it optimal
-(``info["oracle_mask"]``). A run stuck in a loop of two commands shows as two kinds at 0.5 each.
-Results: ``benchmarks/results/action_shares_<env>_<config>_<mode>_s<seed>.json``.
+Trains one run of a study config (``rla bench --config``'s settings for that env, mode, seed and
+``--strategy``, the curriculum of mode ``env``; other modes keep the difficulty fixed) and
+every ``--every`` env steps runs its stochastic policy on 50 held-out tasks at ``--level``,
+recording held-out success and, over every command the policy took there, the share of each
+kind of command (an action name's first word: ``type``, ``erase``, ``write`` on Reason) split
+by whether the exact oracle marks it optimal (``info["oracle_mask"]``). A run stuck in a loop
+of two commands shows as two kinds at 0.5 each.
+Results: ``benchmarks/results/action_shares_<env>_<config>_<mode>[_<strategy>]_s<seed>.json``.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ def shares(args: argparse.Namespace) -> dict[str, Any]:
 
     torch.set_num_threads(1)
     settings = load_config(BenchSettings(config=args.config))
-    loop = loop_settings(settings, RunSpec(args.env, args.mode, "fixed", args.seed))
+    loop = loop_settings(settings, RunSpec(args.env, args.mode, args.strategy, args.seed))
     model, callback = build_loop(loop)
     names = gym.make(args.env).unwrapped.action_names
     kind = [name.split()[0] for name in names]
@@ -82,6 +84,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--config", required=True, help="a study config (benchmarks/study/*.toml)")
     parser.add_argument("--env", default="RLA-Reason-v0")
     parser.add_argument("--mode", default="oracle")
+    parser.add_argument("--strategy", default="fixed", help="the curriculum (mode env)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--steps", type=int, default=300_000)
     parser.add_argument("--every", type=int, default=50_000)
@@ -91,7 +94,8 @@ def main(argv: list[str] | None = None) -> None:
     args.argv = sys.argv[1:] if argv is None else argv
     result = shares(args)
     out = args.out or ROOT / "benchmarks/results" / (
-        f"action_shares_{args.env.split('-')[1].lower()}_{Path(args.config).stem}_{args.mode}_s{args.seed}.json"
+        f"action_shares_{args.env.split('-')[1].lower()}_{Path(args.config).stem}_{args.mode}"
+        f"{'' if args.strategy == 'fixed' else '_' + args.strategy}_s{args.seed}.json"
     )
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"-> {out}")
