@@ -379,11 +379,11 @@ def test_the_study_configs_are_valid_bench_settings(config: Path) -> None:
     assert len(specs) == settings.seeds * len(rows)
 
 
-@pytest.mark.parametrize("folder", ["textnav-grpo", "textnav-ppo"])
+@pytest.mark.parametrize("folder", ["textnav-grpo", "textnav-ppo", "reason-grpo", "reason-ppo"])
 def test_the_results_page_tables_come_from_the_committed_runs(
     folder: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """benchmarks/study/page_tables.py regenerates the page's TextNav tables from the run files:
+    """benchmarks/study/page_tables.py regenerates the page's tables from the run files:
     every ablation and strategy row it prints (and the header) is on docs/results.md as it stands."""
     import importlib.util
 
@@ -398,7 +398,7 @@ def test_the_results_page_tables_come_from_the_committed_runs(
     ablation = printed.split("## Ablation")[1].split("## Pre-declared")[0]
     rows = [line for line in ablation.splitlines() if line.startswith("| ") and "[" in line]
     assert len(rows) == 7 and all(row in page for row in rows), [row for row in rows if row not in page]
-    if folder == "textnav-grpo":
+    if folder.endswith("-grpo"):
         table = printed.split("## Strategies under the full loop")[1].split("## Final")[0]
         strategies = [line for line in table.splitlines() if line.startswith("| ") and "[" in line]
         assert len(strategies) == 9 and all(row in page for row in strategies)
