@@ -379,7 +379,9 @@ def test_the_study_configs_are_valid_bench_settings(config: Path) -> None:
     assert len(specs) == settings.seeds * len(rows)
 
 
-@pytest.mark.parametrize("folder", ["textnav-grpo", "textnav-ppo", "reason-grpo", "reason-ppo"])
+@pytest.mark.parametrize(
+    "folder", ["textnav-grpo", "textnav-ppo", "reason-grpo", "reason-ppo", "household-grpo"]
+)
 def test_the_results_page_tables_come_from_the_committed_runs(
     folder: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -398,7 +400,7 @@ def test_the_results_page_tables_come_from_the_committed_runs(
     ablation = printed.split("## Ablation")[1].split("## Pre-declared")[0]
     rows = [line for line in ablation.splitlines() if line.startswith("| ") and "[" in line]
     assert len(rows) == 7 and all(row in page for row in rows), [row for row in rows if row not in page]
-    if folder.endswith("-grpo"):
+    if folder.endswith("-grpo") and folder != "household-grpo":  # Household's strategies: not run yet
         table = printed.split("## Strategies under the full loop")[1].split("## Final")[0]
         strategies = [line for line in table.splitlines() if line.startswith("| ") and "[" in line]
         assert len(strategies) == 9 and all(row in page for row in strategies)
