@@ -380,7 +380,7 @@ def test_the_study_configs_are_valid_bench_settings(config: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "folder", ["textnav-grpo", "textnav-ppo", "reason-grpo", "reason-ppo", "household-grpo"]
+    "folder", ["textnav-grpo", "textnav-ppo", "reason-grpo", "reason-ppo", "household-grpo", "household-ppo"]
 )
 def test_the_results_page_tables_come_from_the_committed_runs(
     folder: str, capsys: pytest.CaptureFixture[str]
