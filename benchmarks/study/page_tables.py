@@ -24,20 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from agents.bench_records import row_label
-from agents.bench_report import _normalised_auc, load_runs
+from agents.bench_records import ROW_ORDER, row_label
+from agents.bench_report import _cell, _normalised_auc, _number, load_runs
 from agents.bench_stats import compare, row_pairs
-
-ROWS = ("Before training", "Outcome-only", "Policy", "+ Reward", "+ Env", "Oracle votes (not the method)")
-
-
-def _cell(triple: list[float]) -> str:
-    point, low, high = triple
-    return "-" if math.isnan(point) else f"{point:.2f} [{low:.2f}, {high:.2f}]"
-
-
-def _mean(value: float) -> str:
-    return "-" if value is None or math.isnan(value) else f"{value:.2f}"
 
 
 def ablation(summary: dict[str, Any], env: str) -> str:
@@ -46,14 +35,14 @@ def ablation(summary: dict[str, Any], env: str) -> str:
         "| d50 (mean) | area under the learning curve (mean) |",
         "|---|---|---|---:|---:|",
     ]
-    for label in ROWS:
+    for label in ROW_ORDER:
         row = summary["ablation"].get(label)
         if row is None:
             continue
         cell = summary["per_env"].get(f"{env} / {label}", {})
         lines.append(
             f"| {label} | {_cell(row['normalised'])} | {_cell(row['in_domain'])} | "
-            f"{_mean(cell.get('d50', math.nan))} | {_mean(cell.get('auc_learning', math.nan))} |"
+            f"{_number(cell.get('d50', math.nan))} | {_number(cell.get('auc_learning', math.nan))} |"
         )
     return "\n".join(lines)
 
@@ -84,7 +73,7 @@ def strategies(summary: dict[str, Any], env: str) -> str:
         cell = summary["per_env"].get(f"{env} / {label}", {})
         lines.append(
             f"| {name} | {_cell(row['normalised'])} | {_cell(row['in_domain'])} "
-            f"| {_mean(cell.get('d50', math.nan))} | {_mean(cell.get('auc_learning', math.nan))} "
+            f"| {_number(cell.get('d50', math.nan))} | {_number(cell.get('auc_learning', math.nan))} "
             f"| {row['final_train_difficulty']:.2f} "
             f"| {row['train_success']:.2f} |"
         )
@@ -121,7 +110,7 @@ def per_level(folder: Path, env: str, top: float) -> str:
     if "random" in reference:
         random = {float(k): v for k, v in reference["random"].items()}
         lines.append("| random policy | " + " | ".join(f"{random[lv]:.2f}" for lv in levels) + " |")
-    order = [*(r for r in ROWS if r in cells), *sorted(r for r in cells if r not in ROWS)]
+    order = [*(r for r in ROW_ORDER if r in cells), *sorted(r for r in cells if r not in ROW_ORDER)]
     for row in order:
         lines.append(f"| {row} | " + " | ".join(f"{np.mean(cells[row][lv]):.2f}" for lv in levels) + " |")
     return "\n".join(lines)
@@ -153,7 +142,8 @@ def main(argv: list[str] | None = None) -> None:
         raise ValueError(f"{args.folder} holds {len(envs)} envs ({envs}); the page's tables are per env")
     env = envs[0]
     if args.vs is None:
-        learned = [r for r in ROWS[2:4] + ROWS[5:] if r in summary["ablation"]]
+        plain = ("Before training", "Outcome-only", "+ Env")
+        learned = [r for r in ROW_ORDER if r in summary["ablation"] and r not in plain]
         args.vs = [f"{r}:Outcome-only" for r in learned]
         others = [n for n in summary["strategies"] if n != "task-pool"]
         if others:
