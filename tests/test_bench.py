@@ -400,7 +400,7 @@ def test_the_results_page_tables_come_from_the_committed_runs(
     ablation = printed.split("## Ablation")[1].split("## Pre-declared")[0]
     rows = [line for line in ablation.splitlines() if line.startswith("| ") and "[" in line]
     assert len(rows) == 7 and all(row in page for row in rows), [row for row in rows if row not in page]
-    if folder.endswith("-grpo") and folder != "household-grpo":  # Household's strategies: not run yet
+    if folder.endswith("-grpo"):
         table = printed.split("## Strategies under the full loop")[1].split("## Final")[0]
         strategies = [line for line in table.splitlines() if line.startswith("| ") and "[" in line]
         assert len(strategies) == 9 and all(row in page for row in strategies)
