@@ -6,7 +6,9 @@ training stays within [0, ``max_difficulty``], so the levels above it are the
 out-of-distribution tier. At the end, the run's PRM is scored on held-out oracle/random
 trajectories against the exact step labels, with the empirical precision A(m) beside
 Theorem 1's bound. Each run writes ``runs/<id>.json`` atomically; a re-run skips finished
-runs, a crashed run leaves ``runs/<id>.error.txt`` and the others go on.
+runs, a crashed run leaves ``runs/<id>.error.txt`` and the others go on. The full loop with the
+fixed strategy repeats the + Reward run of its env and seed step for step, so it is written as
+a copy of that run (:func:`same_run_as`).
 :mod:`agents.bench_report` turns the run files into CSV, JSON, markdown and PNGs.
 """
 
@@ -487,6 +489,36 @@ def _run_ray(settings: BenchSettings, pending: list[RunSpec], bar: Any) -> dict[
     return status
 
 
+def same_run_as(spec: RunSpec, specs: Sequence[RunSpec]) -> RunSpec | None:
+    """The planned run that ``spec`` would repeat step for step, or None.
+
+    The full loop with the fixed strategy (mode ``env``, strategy ``fixed``) builds what
+    ``reward`` builds: the same PRM training and a :class:`FixedCurriculum` at ``difficulty``
+    (``adapts_env`` only picks the curriculum), so it trains and evaluates exactly as the
+    + Reward run of its env and seed. The bench copies that run instead of repeating it.
+    """
+    if spec.mode != "env" or spec.strategy != "fixed":
+        return None
+    twin = RunSpec(spec.env, "reward", "fixed", spec.seed)
+    return twin if twin in specs else None
+
+
+def _copy_twin_runs(out: Path, twins: dict[RunSpec, RunSpec]) -> dict[str, str]:
+    """Write each run of ``twins`` as a copy of its finished twin (``copy_of`` names it); a run
+    whose twin did not finish stays pending (the next invocation retries both)."""
+    status = {}
+    for spec, twin in twins.items():
+        source = out / "runs" / f"{twin.run_id}.json"
+        if source.exists():
+            record = json.loads(source.read_text())
+            record["spec"], record["copy_of"] = dataclasses.asdict(spec), twin.run_id
+            write_json_atomic(out / "runs" / f"{spec.run_id}.json", record)
+            status[spec.run_id] = "done"
+        else:
+            status[spec.run_id] = "crashed"
+    return status
+
+
 def check_resumable(out: Path, specs: list[RunSpec], settings: BenchSettings) -> None:
     """Refuse to mix finished runs made with other :data:`RUN_SETTINGS` into this benchmark."""
     current = json.loads(json.dumps({k: getattr(settings, k) for k in RUN_SETTINGS}))
@@ -516,6 +548,8 @@ def bench(settings: BenchSettings) -> dict[str, Any]:
     check_resumable(out, specs, settings)
     pending = [s for s in specs if not (out / "runs" / f"{s.run_id}.json").exists()]
     skipped = [s.run_id for s in specs if s not in pending]
+    twins = {s: twin for s in pending if (twin := same_run_as(s, specs)) is not None}
+    pending = [s for s in pending if s not in twins]
     if skipped:
         print(f"rla bench: {len(skipped)} finished run(s) in {out} are kept: {', '.join(skipped)}")
     for spec in pending:  # a crashed run is retried by the next invocation
@@ -527,7 +561,8 @@ def bench(settings: BenchSettings) -> dict[str, Any]:
     log = json.loads(log_path.read_text()) if log_path.exists() else []
     entry: dict[str, Any] = {
         "settings": dataclasses.asdict(settings), "runs": len(specs), "ran": len(pending),
-        "skipped": skipped, "status": "running", "date": time.strftime("%Y-%m-%d %H:%M"),
+        "skipped": skipped, "copied": sorted(s.run_id for s in twins), "status": "running",
+        "date": time.strftime("%Y-%m-%d %H:%M"),
         "versions": versions(),
     }  # fmt: skip
     log.append(entry)
@@ -535,6 +570,7 @@ def bench(settings: BenchSettings) -> dict[str, Any]:
     with tqdm(total=len(specs), initial=len(specs) - len(pending), desc="rla bench", unit="run") as bar:
         runner = _run_ray if settings.backend == "ray" else _run_processes
         status = runner(settings, pending, bar) if pending else {}
+    status.update(_copy_twin_runs(out, twins))
     crashed = sorted(run_id for run_id, result in status.items() if result == "crashed")
     entry.update(status="finished", crashed=crashed, wall_seconds=round(time.perf_counter() - start, 1))
     write_json_atomic(log_path, log)

@@ -298,6 +298,37 @@ def test_rla_bench_runs_the_group_trainer(tmp_path: Path) -> None:
     assert (out / "runs" / "RLA-TextNav-v0__noisy-oracle__fixed__s0.json").exists()
 
 
+def test_the_full_loop_at_the_fixed_level_is_copied_from_the_reward_run(tmp_path: Path) -> None:
+    """Mode env with the fixed strategy is + Reward step for step: the bench runs + Reward once
+    and copies it, and training that twin for real gives the same record."""
+    from agents.bench import run_one, same_run_as
+
+    out = tmp_path / "bench"
+    args = ["bench", "--envs", "RLA-TextNav-v0", "--strategies", "fixed", "--modes", "reward", "env",
+            "--seeds", "1", "--out", str(out), "--algo", "maskable-grpo", "--groups", "2",
+            "--group-size", "4", *TINY]  # fmt: skip
+    assert main(args) == 0
+    (entry,) = json.loads((out / "invocations.json").read_text())
+    assert entry["ran"] == 1 and entry["copied"] == ["RLA-TextNav-v0__env__fixed__s0"]
+    source = json.loads((out / "runs" / "RLA-TextNav-v0__reward__fixed__s0.json").read_text())
+    copy = json.loads((out / "runs" / "RLA-TextNav-v0__env__fixed__s0.json").read_text())
+    assert copy["copy_of"] == "RLA-TextNav-v0__reward__fixed__s0"
+    assert copy["spec"] == {"env": "RLA-TextNav-v0", "mode": "env", "strategy": "fixed", "seed": 0}
+    assert copy["evaluations"] == source["evaluations"] and copy["history"] == source["history"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["strategies"]["fixed"]["runs"] == 1  # the copy is the full loop's fixed row
+    # the premise: the twin, trained for real, repeats the + Reward run
+    saved = {k: tuple(v) if isinstance(v, list) else v for k, v in source["settings"].items()}
+    settings = BenchSettings(**saved, out=str(out))
+    twin = RunSpec("RLA-TextNav-v0", "env", "fixed", 0)
+    assert same_run_as(twin, plan(settings)) == RunSpec("RLA-TextNav-v0", "reward", "fixed", 0)
+    assert same_run_as(RunSpec("RLA-TextNav-v0", "env", "uniform", 0), plan(settings)) is None
+    real = json.loads(json.dumps(run_one(settings, twin)))
+    assert real["evaluations"] == source["evaluations"] and real["history"] == source["history"]
+    assert real["rm_after"] == source["rm_after"]
+    assert any(e["success"]["0.0"] > 0 for e in real["evaluations"])  # the records carry signal
+
+
 def test_bench_workers_die_with_their_parent(tmp_path: Path) -> None:
     import subprocess
     import sys
