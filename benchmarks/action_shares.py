@@ -10,7 +10,11 @@ every ``--every`` env steps runs its stochastic policy on 50 held-out tasks at `
 recording held-out success and, over every command the policy took there, the share of each
 kind of command (an action name's first word: ``type``, ``erase``, ``write`` on Reason) split
 by whether the exact oracle marks it optimal (``info["oracle_mask"]``). A run stuck in a loop
-of two commands shows as two kinds at 0.5 each.
+of two commands shows as two kinds at 0.5 each. ``progress_shares`` splits the same commands by
+what each did to the oracle's distance to the goal (``info["progress"]``: +1 lowered it, 0 left
+it, -1 raised it; the loop's votes label only +1 as a good step), and ``rise_counts`` counts how
+far the -1 commands raised it: a run that undoes what it did shows as +1 commands about as many
+as the distance the -1 commands added, with no success.
 Results: ``benchmarks/results/action_shares_<env>_<config>_<mode>[_<strategy>]_s<seed>.json``.
 """
 
@@ -50,8 +54,23 @@ def shares(args: argparse.Namespace) -> dict[str, Any]:
         model.learn(args.every, callback=callback, reset_num_timesteps=False)
         agent = loop_batch_agent(model, loop, False)
         counts: collections.Counter[str] = collections.Counter()
+        effects: collections.Counter[int] = collections.Counter()
+        rises: list[int] = []  # how far each command that raised the distance raised it
 
-        def counting(obs: Any, info: dict[str, Any], agent: Any = agent, counts: Any = counts) -> Any:
+        def counting(
+            obs: Any,
+            info: dict[str, Any],
+            agent: Any = agent,
+            counts: Any = counts,
+            effects: Any = effects,
+            rises: Any = rises,
+            last: list[Any] = [None],  # noqa: B006 (one list per evaluation: a new function each time)
+        ) -> Any:
+            progress, distance = np.asarray(info["progress"]), np.asarray(info["distance"])
+            if last[0] is not None:  # progress is what each row's previous command did (0 after a reset)
+                effects.update(progress.tolist())
+                rises.extend((distance - last[0])[progress < 0].tolist())
+            last[0] = distance
             actions = agent(obs, info)
             for row, action in enumerate(np.asarray(actions).tolist()):
                 optimal = bool(info["oracle_mask"][row, action])
@@ -65,6 +84,8 @@ def shares(args: argparse.Namespace) -> dict[str, Any]:
             "success": row["success"],
             "optimal_share": sum(v for k, v in counts.items() if "(optimal)" in k) / total,
             "shares": {k: v / total for k, v in counts.most_common()},
+            "progress_shares": {f"{k:+d}": v / sum(effects.values()) for k, v in sorted(effects.items())},
+            "rise_counts": {str(k): v for k, v in sorted(collections.Counter(rises).items())},
         }
         curve.append(point)
         print(json.dumps(point), flush=True)
