@@ -85,6 +85,7 @@ def shares(args: argparse.Namespace) -> dict[str, Any]:
             "optimal_share": sum(v for k, v in counts.items() if "(optimal)" in k) / total,
             "shares": {k: v / total for k, v in counts.most_common()},
             "progress_shares": {f"{k:+d}": v / sum(effects.values()) for k, v in sorted(effects.items())},
+            "effects_counted": sum(effects.values()),
             "rise_counts": {str(k): v for k, v in sorted(collections.Counter(rises).items())},
         }
         curve.append(point)
