@@ -6,7 +6,8 @@
 
 Trains one run of a study config (``rla bench --config``'s settings for that env, mode, seed and
 ``--strategy``, the curriculum of mode ``env``; other modes keep the difficulty fixed) and
-every ``--every`` env steps runs its stochastic policy on 50 held-out tasks at ``--level``,
+before training and every ``--every`` env steps runs its stochastic policy on 50 held-out tasks
+at ``--level`` (and, once, uniformly random admissible commands, ``random``),
 recording held-out success and, over every command the policy took there, the share of each
 kind of command (an action name's first word: ``type``, ``erase``, ``write`` on Reason) split
 by whether the exact oracle marks it optimal (``info["oracle_mask"]``). A run stuck in a loop
@@ -33,13 +34,46 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def measure(env_id: str, agent: Any, level: float, kind: list[str]) -> dict[str, Any]:
+    """Held-out success of ``agent`` on 50 tasks at ``level``, and what its commands were and did."""
+    from agents.evaluation import evaluate_batched
+
+    counts: collections.Counter[str] = collections.Counter()
+    effects: collections.Counter[int] = collections.Counter()
+    rises: list[int] = []  # how far each command that raised the distance raised it
+    last: list[Any] = [None]
+
+    def counting(obs: Any, info: dict[str, Any]) -> Any:
+        progress, distance = np.asarray(info["progress"]), np.asarray(info["distance"])
+        if last[0] is not None:  # progress is what each row's previous command did (0 after a reset)
+            effects.update(progress.tolist())
+            rises.extend((distance - last[0])[progress < 0].tolist())
+        last[0] = distance
+        actions = agent(obs, info)
+        for row, action in enumerate(np.asarray(actions).tolist()):
+            optimal = bool(info["oracle_mask"][row, action])
+            counts[f"{kind[action]} ({'optimal' if optimal else 'not optimal'})"] += 1
+        return actions
+
+    (row,) = evaluate_batched(env_id, counting, [level], 50)
+    total = sum(counts.values())
+    return {
+        "success": row["success"],
+        "optimal_share": sum(v for k, v in counts.items() if "(optimal)" in k) / total,
+        "shares": {k: v / total for k, v in counts.most_common()},
+        "progress_shares": {f"{k:+d}": v / sum(effects.values()) for k, v in sorted(effects.items())},
+        "effects_counted": sum(effects.values()),
+        "rise_counts": {str(k): v for k, v in sorted(collections.Counter(rises).items())},
+    }
+
+
 def shares(args: argparse.Namespace) -> dict[str, Any]:
     import gymnasium as gym
     import torch
 
     import rla_gym  # noqa: F401
     from agents.bench import BenchSettings, RunSpec, load_config, loop_settings
-    from agents.evaluation import evaluate_batched, loop_batch_agent
+    from agents.evaluation import loop_batch_agent, random_batch_agent
     from agents.loop import build_loop
 
     torch.set_num_threads(1)
@@ -48,53 +82,26 @@ def shares(args: argparse.Namespace) -> dict[str, Any]:
     model, callback = build_loop(loop)
     names = gym.make(args.env).unwrapped.action_names
     kind = [name.split()[0] for name in names]
-    curve = []
     start = time.perf_counter()
-    while model.num_timesteps < args.steps:
-        model.learn(args.every, callback=callback, reset_num_timesteps=False)
-        agent = loop_batch_agent(model, loop, False)
-        counts: collections.Counter[str] = collections.Counter()
-        effects: collections.Counter[int] = collections.Counter()
-        rises: list[int] = []  # how far each command that raised the distance raised it
-
-        def counting(
-            obs: Any,
-            info: dict[str, Any],
-            agent: Any = agent,
-            counts: Any = counts,
-            effects: Any = effects,
-            rises: Any = rises,
-            last: list[Any] = [None],  # noqa: B006 (one list per evaluation: a new function each time)
-        ) -> Any:
-            progress, distance = np.asarray(info["progress"]), np.asarray(info["distance"])
-            if last[0] is not None:  # progress is what each row's previous command did (0 after a reset)
-                effects.update(progress.tolist())
-                rises.extend((distance - last[0])[progress < 0].tolist())
-            last[0] = distance
-            actions = agent(obs, info)
-            for row, action in enumerate(np.asarray(actions).tolist()):
-                optimal = bool(info["oracle_mask"][row, action])
-                counts[f"{kind[action]} ({'optimal' if optimal else 'not optimal'})"] += 1
-            return actions
-
-        (row,) = evaluate_batched(args.env, counting, [args.level], 50)
-        total = sum(counts.values())
+    random = measure(args.env, random_batch_agent(0), args.level, kind)
+    print(json.dumps({"random commands": random}), flush=True)
+    curve = []
+    while True:  # the policy before training, then every --every steps
         point = {
             "step": int(model.num_timesteps),
-            "success": row["success"],
-            "optimal_share": sum(v for k, v in counts.items() if "(optimal)" in k) / total,
-            "shares": {k: v / total for k, v in counts.most_common()},
-            "progress_shares": {f"{k:+d}": v / sum(effects.values()) for k, v in sorted(effects.items())},
-            "effects_counted": sum(effects.values()),
-            "rise_counts": {str(k): v for k, v in sorted(collections.Counter(rises).items())},
+            **measure(args.env, loop_batch_agent(model, loop, False), args.level, kind),
         }
         curve.append(point)
         print(json.dumps(point), flush=True)
+        if model.num_timesteps >= args.steps:
+            break
+        model.learn(args.every, callback=callback, reset_num_timesteps=False)
     return {
         "command": "python benchmarks/action_shares.py " + " ".join(args.argv),
         "machine": f"{platform.machine()}, {platform.python_version()}",
         "date": time.strftime("%Y-%m-%d"),
         "wall_seconds": round(time.perf_counter() - start),
+        "random": random,
         "curve": curve,
     }
 

@@ -35,12 +35,15 @@ def test_action_shares_accounts_for_every_command_and_every_rise(tmp_path: Path)
     out = tmp_path / "shares.json"
     args = ["--config", str(config), "--env", "RLA-TextNav-v0", "--steps", "1", "--every", "1"]
     action_shares.main([*args, "--level", "0.5", "--out", str(out)])
-    (point,) = json.loads(out.read_text())["curve"]
-    assert sum(point["shares"].values()) == pytest.approx(1.0)
-    progress = point["progress_shares"]
-    assert set(progress) <= {"-1", "+0", "+1"} and sum(progress.values()) == pytest.approx(1.0)
-    assert progress["+1"] > 0  # an early policy still takes some optimal commands at d = 0.5
-    rises = point["rise_counts"]
-    assert all(int(size) >= 1 for size in rises)  # a command with progress -1 raised the distance
-    # the -1 share and the counted rises describe the same commands
-    assert sum(rises.values()) == round(progress["-1"] * point["effects_counted"])
+    result = json.loads(out.read_text())
+    before, point = result["curve"]
+    assert before["step"] == 0 and point["step"] > 0
+    for measured in (result["random"], before, point):
+        assert sum(measured["shares"].values()) == pytest.approx(1.0)
+        progress = measured["progress_shares"]
+        assert set(progress) <= {"-1", "+0", "+1"} and sum(progress.values()) == pytest.approx(1.0)
+        assert progress["+1"] > 0  # random and early policies still take some optimal commands at d = 0.5
+        rises = measured["rise_counts"]
+        assert all(int(size) >= 1 for size in rises)  # a command with progress -1 raised the distance
+        # the -1 share and the counted rises describe the same commands
+        assert sum(rises.values()) == round(progress.get("-1", 0.0) * measured["effects_counted"])
