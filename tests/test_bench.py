@@ -414,7 +414,7 @@ def test_the_study_configs_are_valid_bench_settings(config: Path) -> None:
     ("folder", "strategies"),
     [
         ("textnav-grpo", True), ("textnav-ppo", False), ("reason-grpo", True), ("reason-ppo", False),
-        ("household-grpo", True), ("household-ppo", False), ("gui-grpo", False),
+        ("household-grpo", True), ("household-ppo", False), ("gui-grpo", True),
     ],
 )  # fmt: skip
 def test_the_results_page_tables_come_from_the_committed_runs(
