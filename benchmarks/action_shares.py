@@ -14,8 +14,9 @@ by whether the exact oracle marks it optimal (``info["oracle_mask"]``). A run st
 of two commands shows as two kinds at 0.5 each. ``progress_shares`` splits the same commands by
 what each did to the oracle's distance to the goal (``info["progress"]``: +1 lowered it, 0 left
 it, -1 raised it; the loop's votes label only +1 as a good step), and ``rise_counts`` counts how
-far the -1 commands raised it: a run that undoes what it did shows as +1 commands about as many
-as the distance the -1 commands added, with no success.
+far the -1 commands raised it. In any run that fails, the +1 commands match the distance the -1
+commands added (plus the start distance); a policy that collects +1 votes instead of reaching
+the goal shows as a +1 share far above ``random``'s while its success falls.
 Results: ``benchmarks/results/action_shares_<env>_<config>_<mode>[_<strategy>]_s<seed>.json``.
 """
 

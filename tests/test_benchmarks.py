@@ -21,11 +21,12 @@ def test_cuda_check_skips_with_a_clear_message_without_a_gpu() -> None:
 
 
 def test_action_shares_accounts_for_every_command_and_every_rise(tmp_path: Path) -> None:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import action_shares
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("action_shares", ROOT / "benchmarks/action_shares.py")
+    assert spec is not None and spec.loader is not None
+    action_shares = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(action_shares)
     config = tmp_path / "tiny.toml"
     config.write_text(
         'envs = ["RLA-TextNav-v0"]\nmodes = ["oracle"]\nstrategies = ["fixed"]\nseeds = 1\nsteps = 2000\n'
