@@ -6,6 +6,7 @@ import dataclasses
 import json
 import math
 from pathlib import Path
+from types import ModuleType
 
 import gymnasium as gym
 import numpy as np
@@ -410,6 +411,18 @@ def test_the_study_configs_are_valid_bench_settings(config: Path) -> None:
     assert len(specs) == settings.seeds * len(rows)
 
 
+def _page_tables() -> ModuleType:
+    """benchmarks/study/page_tables.py as a module (benchmarks/ is not a package)."""
+    import importlib.util
+
+    path = Path(__file__).parent.parent / "benchmarks/study/page_tables.py"
+    spec = importlib.util.spec_from_file_location("page_tables", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.mark.parametrize(
     ("folder", "strategies"),
     [
@@ -423,13 +436,8 @@ def test_the_results_page_tables_come_from_the_committed_runs(
     """benchmarks/study/page_tables.py regenerates the page's tables from the run files:
     every ablation row it prints, and every strategy row where the page has the folder's
     strategies, is on docs/results.md as it stands."""
-    import importlib.util
-
     root = Path(__file__).parent.parent
-    spec = importlib.util.spec_from_file_location("page_tables", root / "benchmarks/study/page_tables.py")
-    assert spec is not None and spec.loader is not None
-    page_tables = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(page_tables)
+    page_tables = _page_tables()
     page_tables.main([str(root / "benchmarks/results/study" / folder), "--vs", "Policy:Outcome-only"])
     printed = capsys.readouterr().out
     page = (root / "docs/results.md").read_text()
@@ -442,3 +450,25 @@ def test_the_results_page_tables_come_from_the_committed_runs(
         assert len(lines) == 9 and all(row in page for row in lines)
     with pytest.raises(ValueError, match="--vs takes \"X:Y\", got 'Policy'"):
         page_tables.main([str(root / "benchmarks/results/study" / folder), "--vs", "Policy"])
+
+
+def test_the_results_page_pairs_a_variant_folder_with_the_study(capsys: pytest.CaptureFixture[str]) -> None:
+    """``page_tables.py --with`` pairs a variant's runs (its own folder) seed by seed with the
+    study's rows, and refuses a folder of another env."""
+    root = Path(__file__).parent.parent
+    page_tables = _page_tables()
+    study, variant = (
+        root / "benchmarks/results/study/gui-grpo",
+        root / "benchmarks/results/variants/gui-grpo-potential",
+    )
+    potential = "Oracle progress (not the method)"
+    page_tables.main([str(study), "--with", str(variant), "--vs", f"{potential}:Outcome-only"])
+    table = capsys.readouterr().out.split("## Not pre-declared")[1]
+    seeds = len(list((variant / "runs").glob("*.json")))
+    assert f"| {potential} vs Outcome-only | {seeds} | " in table
+    page_tables.main([str(study), "--vs", f"{potential}:Outcome-only"])  # without it: no such row
+    assert f"| {potential} vs" not in capsys.readouterr().out
+    with pytest.raises(ValueError, match="holds runs of \\['RLA-Reason-v0'\\]"):
+        page_tables.main(
+            [str(study), "--with", str(root / "benchmarks/results/study/reason-ppo"), "--vs", "Policy:+ Env"]
+        )

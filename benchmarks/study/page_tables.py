@@ -1,7 +1,7 @@
 """The tables of docs/results.md for one study folder, as markdown, from its run files.
 
     python benchmarks/study/page_tables.py benchmarks/results/study/reason-grpo [--levels 0.6]
-        [--vs "Policy:Outcome-only" "+ Env (uniform):+ Env (fixed)" ...]
+        [--vs "Policy:Outcome-only" "+ Env (uniform):+ Env (fixed)" ...] [--with VARIANT_DIR ...]
 
 Prints, from ``summary.json`` (``python -m agents.bench_report DIR`` writes it), ``evals.csv``,
 ``references.json`` and the runs: the ablation rows (score, in-domain success, d50, area under
@@ -9,7 +9,9 @@ the learning curve), the pre-declared comparisons, the strategies under the full
 held-out success per level (mean over seeds, levels up to ``--levels``, with the random policy),
 and the paired differences named with ``--vs`` (default: each learned row and the best strategy
 against Outcome-only). Those are not pre-declared: their p is uncorrected, for reading the
-tables, not for verdicts.
+tables, not for verdicts. ``--with`` adds the runs of other folders of the same env (a variant
+run beside the study, e.g. ``benchmarks/results/variants/gui-grpo-potential``) to those paired
+differences, each run normalised with its own folder's references.
 """
 
 from __future__ import annotations
@@ -116,10 +118,19 @@ def per_level(folder: Path, env: str, top: float) -> str:
     return "\n".join(lines)
 
 
-def paired(folder: Path, pairs: list[tuple[str, str]]) -> str:
-    runs = load_runs(folder, sorted(p.stem for p in (folder / "runs").glob("*.json")))
-    references = json.loads((folder / "references.json").read_text())
-    rows = row_pairs(runs, row_label, lambda run: _normalised_auc(run, references))
+def paired(folders: list[Path], env: str, pairs: list[tuple[str, str]]) -> str:
+    """Paired differences of the score, one comparison at a time, over the runs of ``folders``
+    (rows of the same name from several folders are merged, seed by seed)."""
+    rows: dict[str, dict[tuple[str, int], float]] = defaultdict(dict)
+    for folder in folders:
+        runs = load_runs(folder, sorted(p.stem for p in (folder / "runs").glob("*.json")))
+        others = sorted({run["spec"]["env"] for run in runs} - {env})
+        if others:
+            raise ValueError(f"{folder} holds runs of {others}; the paired table is for {env} alone")
+        references = json.loads((folder / "references.json").read_text())
+        scores = row_pairs(runs, row_label, lambda run, refs=references: _normalised_auc(run, refs))
+        for label, by_seed in scores.items():
+            rows[label].update(by_seed)
     lines = ["| comparison | pairs | mean difference [95% CI] | uncorrected p |", "|---|---:|---|---:|"]
     for x, y in pairs:
         for result in compare(rows, [(x, y)]):  # one at a time: no family, the p stays uncorrected
@@ -135,6 +146,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("folder", type=Path, help="a study folder (rla bench --out)")
     parser.add_argument("--levels", type=float, default=0.6, help="highest level in the per-level table")
     parser.add_argument("--vs", nargs="*", default=None, help='paired differences "X:Y" (not pre-declared)')
+    parser.add_argument(
+        "--with", dest="extra", nargs="*", type=Path, default=[], help="folders of the same env, for --vs"
+    )
     args = parser.parse_args(argv)
     summary = json.loads((args.folder / "summary.json").read_text())
     envs = sorted({key.split(" / ")[0] for key in summary["per_env"]})
@@ -160,7 +174,7 @@ def main(argv: list[str] | None = None) -> None:
         ("Pre-declared comparisons", declared(summary)),
         ("Strategies under the full loop", strategies(summary, env) if summary["strategies"] else "(none)"),
         ("Final held-out success per level, mean over seeds", per_level(args.folder, env, args.levels)),
-        ("Not pre-declared (uncorrected)", paired(args.folder, pairs)),
+        ("Not pre-declared (uncorrected)", paired([args.folder, *args.extra], env, pairs)),
     ]
     print(f"# {env}: {args.folder}\n")
     for title, body in sections:
