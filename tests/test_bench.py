@@ -427,7 +427,7 @@ def _page_tables() -> ModuleType:
     ("folder", "strategies"),
     [
         ("textnav-grpo", True), ("textnav-ppo", False), ("reason-grpo", True), ("reason-ppo", False),
-        ("household-grpo", True), ("household-ppo", False), ("gui-grpo", True),
+        ("household-grpo", True), ("household-ppo", False), ("gui-grpo", True), ("gui-ppo", False),
     ],
 )  # fmt: skip
 def test_the_results_page_tables_come_from_the_committed_runs(
