@@ -26,6 +26,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from vector_throughput import admissible  # a sibling: a script runs with its folder on sys.path
 
 import rla_gym
 
@@ -75,7 +76,7 @@ def phases(
     bare = type(vector.envs[0])
     rng = np.random.default_rng(seed)
     _, info = envs.reset(seed=seed)
-    _, _, _, _, info = envs.step((rng.random(info["action_mask"].shape) * info["action_mask"]).argmax(axis=1))
+    _, _, _, _, info = envs.step(admissible(info["action_mask"], rng))
     totals: dict[str, float] = {}
     calls: dict[str, int] = {}
     steps = worlds = 0
@@ -83,8 +84,7 @@ def phases(
     with timed(bare, ("_start_task",), totals, calls), timed(type(vector), READING_IN, totals, calls):
         start = time.perf_counter()
         while time.perf_counter() - start < seconds:
-            masks = info["action_mask"]
-            _, _, _, _, info = envs.step((rng.random(masks.shape) * masks).argmax(axis=1))
+            _, _, _, _, info = envs.step(admissible(info["action_mask"], rng))
             worlds += finished
             finished = int(np.count_nonzero(info["outcome"]))
             steps += 1

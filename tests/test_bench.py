@@ -6,11 +6,11 @@ import dataclasses
 import json
 import math
 from pathlib import Path
-from types import ModuleType
 
 import gymnasium as gym
 import numpy as np
 import pytest
+from script_loader import load_script
 
 from agents.bench import BenchSettings, RunSpec, empirical_precision, load_config, plan, validate
 from agents.bench_records import iqm, iqm_ci
@@ -411,18 +411,6 @@ def test_the_study_configs_are_valid_bench_settings(config: Path) -> None:
     assert len(specs) == settings.seeds * len(rows)
 
 
-def _page_tables() -> ModuleType:
-    """benchmarks/study/page_tables.py as a module (benchmarks/ is not a package)."""
-    import importlib.util
-
-    path = Path(__file__).parent.parent / "benchmarks/study/page_tables.py"
-    spec = importlib.util.spec_from_file_location("page_tables", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.parametrize(
     ("folder", "strategies"),
     [
@@ -437,7 +425,7 @@ def test_the_results_page_tables_come_from_the_committed_runs(
     every ablation row it prints, and every strategy row where the page has the folder's
     strategies, is on docs/results.md as it stands."""
     root = Path(__file__).parent.parent
-    page_tables = _page_tables()
+    page_tables = load_script("benchmarks/study/page_tables.py")
     page_tables.main([str(root / "benchmarks/results/study" / folder), "--vs", "Policy:Outcome-only"])
     printed = capsys.readouterr().out
     page = (root / "docs/results.md").read_text()
@@ -456,7 +444,7 @@ def test_the_results_page_pairs_a_variant_folder_with_the_study(capsys: pytest.C
     """``page_tables.py --with`` pairs a variant's runs (its own folder) seed by seed with the
     study's rows, and refuses a folder of another env."""
     root = Path(__file__).parent.parent
-    page_tables = _page_tables()
+    page_tables = load_script("benchmarks/study/page_tables.py")
     study, variant = (
         root / "benchmarks/results/study/gui-grpo",
         root / "benchmarks/results/variants/gui-grpo-potential",
