@@ -1,4 +1,4 @@
-"""PPO in one loop over a batched rla-gym vector env: Outcome-only at a fixed difficulty, CleanRL-style.
+"""PPO in one loop over a batched rla-gym vector env, CleanRL-style: Outcome-only, or the closed loop.
 
 SB3's PPO with the same settings and policy (``agents.loop``, ``algo="ppo"``,
 ``vec_env="batched"``, mode ``outcome``) spends most of its time around the network: per-env
@@ -8,6 +8,16 @@ algorithm: GAE, advantages normalised per minibatch, the clipped surrogate, an u
 loss, gradients clipped to ``max_grad_norm``; the reward is the outcome at an episode's end
 (+1 success, -1 failure, as the loop's Outcome-only rows), never bootstrapped past it. The
 policy is :class:`agents.policies.TokenPolicy` with its own initialisation and Adam.
+
+The closed loop's modes (``mode`` other than ``"outcome"``) add
+:class:`agents.batched_loop.FeedbackVectorWrapper` around the env: the m votes on every step
+of a rollout are drawn in one call at its end (by a PRM, or from the exact labels in the oracle
+modes) and their process part joins the rewards before GAE (``process_scale`` ``"step"`` or
+``"episode"``) or the advantages after it (``"advantage"``), as in ``agents.loop_runtime``.
+A ``curriculum`` (the full loop, mode ``"env"``) picks every sub-env's tasks through
+:class:`rla_gym.wrappers.vector.CurriculumVectorWrapper`, outermost, and reads the PRM's
+predicted outcomes; steps of episodes it does not train on (``Curriculum.trains_on``) stay out
+of the update. :class:`agents.batched_loop.BatchedLoopCallback` trains the PRM at each rollout's end.
 
 ``rla train`` and ``rla bench`` run it as ``--algo batched-ppo`` (``agents.loop.build_loop``):
 ``learn`` calls SB3 callbacks as SB3's on-policy algorithms do (``on_rollout_start``, ``on_step``
@@ -31,7 +41,12 @@ from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.logger import Logger
 
 import rla_gym  # noqa: F401  (registers the env ids)
+from agents.batched_loop import FeedbackVectorWrapper
+from agents.loop_runtime import MODE_FLAGS, check_mode, zscore
 from agents.policies import TokenPolicy
+from agents.reward_model import ProcessRewardModel
+from rla_gym.curricula.base import Curriculum
+from rla_gym.wrappers.vector import CurriculumVectorWrapper
 
 
 def generalized_advantages(
@@ -53,7 +68,8 @@ def generalized_advantages(
 
 
 class BatchedPPO:
-    """PPO on ``gym.make_vec(env_id, n_envs)``'s array-state env at a fixed ``difficulty``.
+    """PPO on ``gym.make_vec(env_id, n_envs)``'s array-state env at a fixed ``difficulty`` (or the
+    ``curriculum``'s tasks), Outcome-only or with the closed loop's feedback (``mode``, ``prm``).
 
     ``predict`` is the policy's (an SB3 policy), so ``agents.train.evaluate_policy`` takes it.
     ``learn`` takes SB3 callbacks and ``reset_num_timesteps`` as SB3's ``learn`` does.
@@ -69,7 +85,9 @@ class BatchedPPO:
         self, env_id: str, *, difficulty: float, n_envs: int = 256, n_steps: int = 4, batch_size: int = 512,
         n_epochs: int = 4, learning_rate: float = 1e-3, gamma: float = 0.99, gae_lambda: float = 0.95,
         clip_range: float = 0.2, ent_coef: float = 0.0, vf_coef: float = 0.5, max_grad_norm: float = 0.5,
-        encoder: str = "flatten-small", seed: int = 0, device: str = "cpu",
+        encoder: str = "flatten-small", seed: int = 0, device: str = "cpu", mode: str = "outcome",
+        prm: ProcessRewardModel | None = None, lam: float = 1.0, m: int = 3, process_scale: str = "step",
+        mu: float = 1.5, curriculum: Curriculum | None = None,
     ) -> None:  # fmt: skip
         for name, value in (("n_envs", n_envs), ("n_steps", n_steps), ("batch_size", batch_size),
                             ("n_epochs", n_epochs)):  # fmt: skip
@@ -88,10 +106,30 @@ class BatchedPPO:
         for name, number in (("ent_coef", ent_coef), ("vf_coef", vf_coef), ("max_grad_norm", max_grad_norm)):
             if isinstance(number, bool) or not isinstance(number, (int, float)) or not number >= 0:
                 raise ValueError(f"{name} must be a number >= 0, got {number!r}")
+        if curriculum is not None and not isinstance(curriculum, Curriculum):
+            raise TypeError(f"curriculum must be an rla_gym Curriculum or None, got {curriculum!r}")
+        if curriculum is not None and curriculum.needs_values:
+            raise ValueError(
+                f"curriculum {type(curriculum).__name__} scores episodes with the learner's value "
+                "estimates (needs_values): not on the batched path (use the SB3 algorithms)"
+            )
+        self.mode = check_mode(mode)
         self.envs = gym.make_vec(
             env_id, num_envs=n_envs, vectorization_mode="vector_entry_point",
             autoreset_mode=AutoresetMode.SAME_STEP, difficulty=difficulty,
         )  # fmt: skip
+        #: The closed loop's feedback around the env (None in mode ``outcome``).
+        self.feedback: FeedbackVectorWrapper | None = None
+        stack: Any = self.envs
+        if MODE_FLAGS[mode].votes != "none":
+            stack = self.feedback = FeedbackVectorWrapper(
+                stack, prm, mode=mode, lam=lam, m=m, process_scale=process_scale, mu=mu, seed=seed
+            )
+        elif prm is not None:
+            raise ValueError("mode 'outcome' casts no votes: pass prm=None")
+        #: The curriculum adapter, outermost (None without a curriculum).
+        self.curriculum_env = None if curriculum is None else CurriculumVectorWrapper(stack, curriculum)
+        self._stack = stack if curriculum is None else self.curriculum_env
         self.n_envs, self.n_steps, self.batch_size, self.n_epochs = n_envs, n_steps, batch_size, n_epochs
         space = self.envs.single_observation_space
         tokens = space["tokens"] if isinstance(space, gym.spaces.Dict) and "tokens" in space.spaces else None
@@ -150,7 +188,7 @@ class BatchedPPO:
         if reset_num_timesteps:
             self.num_timesteps = 0
         if self._obs is None:  # a new or a resumed run (fresh episodes; episodes running go on)
-            self._obs, _ = self.envs.reset(seed=self.seed + self.num_timesteps)
+            self._obs, _ = self._stack.reset(seed=self.seed + self.num_timesteps)
         hooks = CallbackList(callback if isinstance(callback, list) else [callback] if callback else [])
         hooks.init_callback(self)  # type: ignore[arg-type]  # SB3 types it as its own algorithm
         target, start, iterations = self.num_timesteps + total_timesteps, time.perf_counter(), 0
@@ -179,19 +217,25 @@ class BatchedPPO:
         actions, rewards = torch.empty(shape, dtype=torch.long), torch.empty(shape)
         log_probs, dones = torch.empty(shape), torch.empty(shape)
         values = torch.empty((shape[0] + 1, shape[1]))
+        adapter = self.curriculum_env  # its sub-envs' running episodes: trained on or not
+        trained = torch.ones(shape, dtype=torch.bool) if adapter is not None else None
+        outcome_weight = MODE_FLAGS[self.mode].outcome_weight
         assert self._obs is not None
         obs, finished = self._obs, []
         self.policy.set_training_mode(False)
         with torch.no_grad():
             for t in range(self.n_steps):
                 tokens[t] = torch.from_numpy(obs["tokens"])
+                if trained is not None and adapter is not None:
+                    trained[t] = torch.from_numpy(adapter.training)
                 log_p, values[t] = self._heads(tokens[t].to(self.device))
                 action = torch.multinomial(log_p.exp(), 1, generator=self.generator)
                 log_probs[t] = log_p.gather(1, action).squeeze(1).cpu()
                 actions[t] = action.squeeze(1).cpu()
-                obs, _, terminated, truncated, _ = self.envs.step(actions[t].numpy())
+                obs, _, terminated, truncated, _ = self._stack.step(actions[t].numpy())
                 outcome = terminated.astype(np.float32) - truncated.astype(np.float32)
-                rewards[t], dones[t] = torch.from_numpy(outcome), torch.from_numpy(terminated | truncated)
+                rewards[t] = torch.from_numpy(outcome_weight * outcome)
+                dones[t] = torch.from_numpy(terminated | truncated)
                 finished.append(outcome[outcome != 0].astype(np.int64))
                 self.outcomes.extend(finished[-1].tolist())
                 self._obs, self.num_timesteps = obs, self.num_timesteps + self.n_envs
@@ -199,16 +243,29 @@ class BatchedPPO:
                     return None
             self.rollout_outcomes = np.concatenate(finished)
             values[-1] = self._heads(torch.from_numpy(obs["tokens"]).to(self.device))[1].cpu()
+        feedback, process = self.feedback, None
+        if feedback is not None:  # the closed loop's process part: votes on the whole rollout, now
+            process = feedback.finish_rollout()
+            if feedback.process_scale != "advantage":
+                rewards += torch.from_numpy(process)
         advantages = generalized_advantages(rewards, values, dones, self.gamma, self.gae_lambda)
         returns = advantages + values[:-1]
-        flat = (actions, log_probs, advantages, returns)
-        return (tokens.flatten(0, 1), *(x.flatten() for x in flat))
+        if feedback is not None and process is not None and feedback.process_scale == "advantage":
+            # A_t = GAE(outcome rewards)_t + lambda * z(mean vote)_t; the critic keeps the outcome's returns
+            advantages += feedback.lam * torch.from_numpy(zscore(process)).float()
+        flat = [tokens.flatten(0, 1), *(x.flatten() for x in (actions, log_probs, advantages, returns))]
+        if trained is not None and not bool(trained.all()):  # the curriculum's informing-only episodes
+            keep = trained.flatten()
+            flat = [x[keep] for x in flat]
+        return tuple(flat)
 
     def _update(
         self, tokens: torch.Tensor, actions: torch.Tensor, old_log_probs: torch.Tensor,
         advantages: torch.Tensor, returns: torch.Tensor,
     ) -> None:  # fmt: skip
-        """``n_epochs`` passes of minibatch updates over one rollout."""
+        """``n_epochs`` passes of minibatch updates over one rollout (none when it is empty)."""
+        if not len(actions):
+            return
         on = [x.to(self.device) for x in (tokens, actions, old_log_probs, advantages, returns)]
         optimizer, parameters = self.policy.optimizer, list(self.policy.parameters())
         losses = torch.zeros(3, device=self.device)  # policy, value, clipped share (summed)

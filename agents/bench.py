@@ -200,7 +200,7 @@ def validate(settings: BenchSettings) -> None:
         check_difficulty(level, "level")
     if any(b <= a for a, b in zip(settings.levels[:-1], settings.levels[1:], strict=True)):
         raise ValueError(f"levels must increase strictly, got {settings.levels!r}")
-    for env in settings.envs:  # every mode: some algos train in some modes only (batched-ppo: outcome)
+    for env in settings.envs:  # every mode: some algos train in some modes only
         for mode in settings.modes:
             validate_settings(loop_settings(settings, RunSpec(env, mode, "fixed", 0)))
 
@@ -311,7 +311,7 @@ def run_one(settings: BenchSettings, spec: RunSpec, position: int = 0) -> dict[s
             if self.model.num_timesteps >= settings.eval_every * len(evaluations):
                 evaluate_now(settings.eval_episodes)
 
-    prm = loop.reward_env.prm if isinstance(loop, RLAnythingCallback) else None  # batched-ppo has none
+    prm = loop.reward_env.prm if isinstance(loop, RLAnythingCallback) else None  # Outcome-only: none
     rm_before = None if prm is None else rm_heldout_metrics(prm, spec.env, settings.levels, spec.seed)
     evaluate_now(settings.final_eval_episodes)  # paired with the final one: the Before row
     with tqdm(total=settings.steps, desc=spec.run_id, position=position, leave=False, unit="step") as bar:

@@ -36,8 +36,8 @@ from rla_gym.curricula.base import Curriculum
 if TYPE_CHECKING:
     from agents.batched_ppo import RolloutOutcomeCallback
 
-#: SB3 on-policy algorithms the loop runs on, and ``batched-ppo`` (``agents.batched_ppo``: Outcome-only,
-#: at a fixed difficulty, on the array-state vector env; ``vec_env`` does not apply to it).
+#: SB3 on-policy algorithms the loop runs on, and ``batched-ppo`` (``agents.batched_ppo``: PPO in one
+#: loop on the array-state vector env, its feedback in arrays; ``vec_env`` does not apply to it).
 ALGOS = ("ppo", "a2c", "maskable-ppo", "grpo", "maskable-grpo", "batched-ppo")
 #: Vector envs the loop runs on: SB3's DummyVecEnv, or the suite's batched env (agents.vec_env).
 VEC_ENVS = ("dummy", "batched")
@@ -51,13 +51,15 @@ GROUP_ALGOS = ("grpo", "maskable-grpo")
 #: ``benchmarks/fast_path_sweep.py``: ~6x the steps/s of the defaults with the same held-out
 #: success at 100k steps (``docs/benchmarks.md``).
 #: ``lean``: Outcome-only on ``agents.batched_ppo.BatchedPPO`` (256 envs x 4 steps, the same
-#: update settings): ~10x the defaults' steps/s with the same held-out success at 100k steps.
+#: update settings, a PRM of the fast preset's size for the closed loop's modes): ~10x the
+#: defaults' steps/s with the same held-out success at 100k steps.
 PRESETS: dict[str, dict[str, Any]] = {
     "fast": {"algo": "ppo", "vec_env": "batched", "n_envs": 128, "n_steps": 8, "batch_size": 512,
              "n_epochs": 4, "learning_rate": 1e-3, "encoder": "flatten-small", "prm_embed_dim": 8,
              "prm_hidden": 64},
     "lean": {"algo": "batched-ppo", "mode": "outcome", "n_envs": 256, "n_steps": 4, "batch_size": 512,
-             "n_epochs": 4, "learning_rate": 1e-3, "encoder": "flatten-small"},
+             "n_epochs": 4, "learning_rate": 1e-3, "encoder": "flatten-small", "prm_embed_dim": 8,
+             "prm_hidden": 64},
 }  # fmt: skip
 
 SettingsT = TypeVar("SettingsT")
@@ -188,8 +190,6 @@ def validate_settings(settings: LoopSettings) -> None:
         raise ValueError(f"algo must be one of {ALGOS}, got {settings.algo!r}")
     if isinstance(settings.history, bool) or not isinstance(settings.history, int) or settings.history < 0:
         raise ValueError(f"history must be an integer >= 0 (0: no history), got {settings.history!r}")
-    if settings.algo == "batched-ppo":
-        _check_batched_ppo(settings)
     if settings.algo in GROUP_ALGOS:
         from agents.grpo import keeps_group
 
@@ -252,34 +252,84 @@ def validate_settings(settings: LoopSettings) -> None:
         raise ValueError(
             f"{settings.env!r} is not an rla-gym environment; the rla-gym ids are {sorted(ENV_IDS)}"
         )
+    if settings.algo == "batched-ppo":
+        _check_batched_ppo(settings)
 
 
 def _check_batched_ppo(settings: LoopSettings) -> None:
-    """``batched-ppo`` trains Outcome-only at the fixed ``difficulty``, without history."""
-    if settings.mode != "outcome":
+    """``batched-ppo`` runs every mode but ``oracle-potential``, without history, with the curricula
+    that do not score episodes with the learner's value estimates."""
+    from agents.batched_loop import BATCHED_MODES
+
+    if settings.mode not in BATCHED_MODES:
         raise ValueError(
-            f"mode {settings.mode!r} is not for algo batched-ppo: it trains Outcome-only at the fixed "
-            "difficulty (mode 'outcome'; no PRM, no curriculum)"
+            f"mode {settings.mode!r} is not for algo batched-ppo: it runs the modes {BATCHED_MODES}"
         )
+    if MODE_FLAGS[settings.mode].adapts_env and settings.curriculum != "fixed":
+        curriculum = _curriculum(settings)
+        if curriculum.needs_values:
+            raise ValueError(
+                f"curriculum {settings.curriculum!r} scores episodes with the learner's value estimates: "
+                "not for algo batched-ppo (use algo ppo, or another curriculum)"
+            )
     if settings.history:
         raise ValueError(f"history {settings.history} is not for algo batched-ppo (leave history 0)")
     if settings.batch_size == 1:
         raise ValueError("batch_size must be >= 2 for batched-ppo (0: 512), got 1")
 
 
-def _batched_ppo(settings: LoopSettings) -> tuple[Any, RolloutOutcomeCallback]:
-    """``BatchedPPO`` from the settings (batch_size 0: 512, learning_rate 0: 1e-3), its history callback."""
+def _curriculum(settings: LoopSettings, *, grouped: bool = False) -> Curriculum:
+    """The curriculum of mode ``env`` (``FixedCurriculum`` at ``difficulty`` for ``fixed``)."""
+    from rla_gym.curricula import CURRICULA, FixedCurriculum, PrioritizedLevelReplay
+
+    if settings.curriculum == "fixed":
+        return FixedCurriculum(settings.env, settings.difficulty, seed=settings.seed)
+    kwargs = curriculum_kwargs(settings.curriculum, settings.max_difficulty)
+    cls = CURRICULA[settings.curriculum]
+    if grouped and "rollouts_per_task" in inspect.signature(cls).parameters:
+        kwargs["rollouts_per_task"] = settings.group_size  # a group is one round of a task
+    if grouped and issubclass(cls, PrioritizedLevelReplay):  # no critic: the trainer scores episodes
+        kwargs["score"] = "external"
+    curriculum: Curriculum = cls(settings.env, seed=settings.seed, **kwargs)
+    return curriculum
+
+
+def _batched_ppo(settings: LoopSettings) -> tuple[Any, RLAnythingCallback | RolloutOutcomeCallback]:
+    """``BatchedPPO`` from the settings (batch_size 0: 512, learning_rate 0: 1e-3) and its callback:
+    the history of Outcome-only rows, or the closed loop's (PRM training, metrics)."""
+    import gymnasium as gym
     from stable_baselines3.common.utils import get_device
 
+    from agents.batched_loop import BatchedLoopCallback
     from agents.batched_ppo import BatchedPPO, RolloutOutcomeCallback
 
+    flags, device = MODE_FLAGS[settings.mode], str(get_device(settings.device))
+    prm = None
+    if flags.uses_prm:
+        prm = ProcessRewardModel.for_env(
+            gym.make(settings.env), head="value" if settings.objective == "value-difference" else "step",
+            embed_dim=settings.prm_embed_dim, hidden=settings.prm_hidden, device=device, seed=settings.seed,
+        )  # fmt: skip
+    curriculum = None
+    if flags.adapts_env and settings.curriculum != "fixed":  # fixed: the difficulty stays put
+        curriculum = _curriculum(settings)
     model = BatchedPPO(
         settings.env, difficulty=settings.difficulty, n_envs=settings.n_envs, n_steps=settings.n_steps,
         batch_size=settings.batch_size or 512, n_epochs=settings.n_epochs,
         learning_rate=settings.learning_rate or 1e-3, gamma=GAMMA, ent_coef=settings.ent_coef,
-        encoder=settings.encoder, seed=settings.seed, device=str(get_device(settings.device)),
+        encoder=settings.encoder, seed=settings.seed, device=device, mode=settings.mode, prm=prm,
+        lam=settings.lam, m=settings.m, process_scale=settings.process_scale, mu=settings.mu,
+        curriculum=curriculum,
     )  # fmt: skip
-    return model, RolloutOutcomeCallback(settings.difficulty)
+    if model.feedback is None:
+        return model, RolloutOutcomeCallback(settings.difficulty)
+    trainer = None
+    if prm is not None and flags.trains_prm:
+        trainer = PRMTrainer(prm, settings.objective, lam=settings.lam, m=settings.m, seed=settings.seed)
+    callback = BatchedLoopCallback(
+        model.feedback, trainer, curriculum, prm_epochs=settings.prm_epochs, prm_replay=settings.prm_replay
+    )
+    return model, callback
 
 
 def _algorithm(settings: LoopSettings, venv: VecEnv) -> Any:
@@ -338,8 +388,10 @@ def curriculum_kwargs(name: str, max_difficulty: float) -> dict[str, Any]:
 def build_loop(settings: LoopSettings) -> tuple[Any, RLAnythingCallback | RolloutOutcomeCallback]:
     """An SB3 on-policy algorithm (``algo``: PPO, A2C or MaskablePPO) on the stack the mode asks for.
 
-    ``algo="batched-ppo"``: ``agents.batched_ppo.BatchedPPO`` and its
-    :class:`~agents.batched_ppo.RolloutOutcomeCallback` (no reward wrapper, PRM or curriculum).
+    ``algo="batched-ppo"``: ``agents.batched_ppo.BatchedPPO`` with the mode's feedback
+    (``agents.batched_loop``) and curriculum on its batched env, and
+    :class:`~agents.batched_loop.BatchedLoopCallback` (Outcome-only:
+    :class:`~agents.batched_ppo.RolloutOutcomeCallback`).
 
     Stack: ``make_vec_env`` -> :class:`IntegratedRewardVecEnv` -> ``CurriculumVecEnv``
     (mode ``env``; other modes train at the fixed ``difficulty``) -> ``HistoryVecEnv``
@@ -376,13 +428,7 @@ def build_loop(settings: LoopSettings) -> tuple[Any, RLAnythingCallback | Rollou
         deferred=not grouped, process_scale=settings.process_scale, mu=settings.mu,
     )  # fmt: skip
     if flags.adapts_env and settings.curriculum != "fixed":
-        kwargs = curriculum_kwargs(settings.curriculum, settings.max_difficulty)
-        cls = CURRICULA[settings.curriculum]
-        if grouped and "rollouts_per_task" in inspect.signature(cls).parameters:
-            kwargs["rollouts_per_task"] = settings.group_size  # a group is one round of a task
-        if grouped and issubclass(cls, PrioritizedLevelReplay):  # no critic: the trainer scores episodes
-            kwargs["score"] = "external"
-        curriculum: Curriculum = cls(settings.env, seed=settings.seed, **kwargs)
+        curriculum = _curriculum(settings, grouped=grouped)
     else:  # the ablation rows below the full loop keep the difficulty fixed
         curriculum = FixedCurriculum(settings.env, settings.difficulty, seed=settings.seed)
     top: CurriculumVecEnv | None = None

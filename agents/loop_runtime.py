@@ -521,7 +521,10 @@ class RLAnythingCallback(BaseCallback):
             self._add_process_rewards()
         if self.curriculum_env is not None:
             finish_curriculum_rollout(cast(OnPolicyAlgorithm, self.model), self.curriculum_env, self.logger)
-        trajectories = self.reward_env.drain()
+        self._record_rollout(self.reward_env.drain())
+
+    def _record_rollout(self, trajectories: list[Trajectory]) -> None:
+        """The rollout's history row (PRM diagnostics and training, curriculum metrics), logged."""
         if not trajectories:
             return
         levels = [t.difficulty for t in trajectories if t.difficulty is not None]

@@ -236,7 +236,19 @@ class ProcessRewardModel(nn.Module):
                 p_t = torch.sigmoid(logits_t)
                 estimates_t = 2 * p_t - 1 if next_values_t is None else next_values_t.clamp(-1.0, 1.0)
             return p_t.cpu().numpy(), estimates_t.cpu().numpy()
+        logits, next_values = self.lean_logits(obs, actions, next_obs)
+        with np.errstate(over="ignore"):  # exp(-logit) = inf for logit << 0: p = 0, as it should be
+            p = 1.0 / (1.0 + np.exp(-logits))
+        estimates = 2 * p - 1 if next_values is None else np.clip(next_values, -1.0, 1.0)
+        return p, estimates
+
+    def lean_logits(
+        self, obs: np.ndarray, actions: np.ndarray, next_obs: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """The vote logits of numpy rows and, for the value head, V(s'): the lean CPU forward
+        pass of :meth:`probabilities` (no-op steps get ``noop_logit``)."""
         weights = self._numpy_weights()
+        next_values = None
         if self.head == "value":
             values, next_values = self._numpy_value_pairs(weights, obs, next_obs)
             logits = weights["temperature"] * (next_values - values)
@@ -250,10 +262,7 @@ class ProcessRewardModel(nn.Module):
             logits = _numpy_mlp(weights, "step_net", features)
         if self.noop_logit is not None:
             logits = np.where((obs == next_obs).all(axis=1), np.float32(self.noop_logit), logits)
-        with np.errstate(over="ignore"):  # exp(-logit) = inf for logit << 0: p = 0, as it should be
-            p = 1.0 / (1.0 + np.exp(-logits))
-        estimates = 2 * p - 1 if self.head == "step" else np.clip(next_values, -1.0, 1.0)
-        return p, estimates
+        return logits, next_values
 
     def values_array(self, tokens: np.ndarray) -> np.ndarray:
         """V(s) in [-1, 1] of numpy token rows (the value head), lean on the CPU as :meth:`probabilities`."""
@@ -447,7 +456,8 @@ class PRMTrainer:
         self.prm, self.objective, self.lam, self.m = prm, objective, float(lam), m
         self.success_band = success_band
         self.minibatch = minibatch_trajectories
-        self.optimizer = torch.optim.Adam(prm.parameters(), lr=lr)
+        # one fused kernel per step (a few % of the update), as the lean PPO's policy optimizer
+        self.optimizer = torch.optim.Adam(prm.parameters(), lr=lr, fused=prm.device.type in ("cpu", "cuda"))
         self.rng = np.random.default_rng(seed)
         self.generator = torch.Generator(device=prm.device).manual_seed(seed)
 
@@ -604,9 +614,19 @@ def prm_diagnostics(
     predicted outcome (:meth:`ProcessRewardModel.predict_outcomes`)."""
     if isinstance(m, bool) or not isinstance(m, int) or m < 1:
         raise ValueError(f"m must be an integer >= 1, got {m!r}")
-    steps = prm.steps(trajectories)
-    logits_t, next_values = prm._logits_and_next_values(steps)  # the one forward pass
-    logits = logits_t.cpu().numpy()
+    if prm.device.type == "cpu":  # the lean forward pass (probabilities'), in numpy
+        obs, actions, next_obs = (np.concatenate([getattr(t, k) for t in trajectories])
+                                  for k in ("obs", "actions", "next_obs"))  # fmt: skip
+        logits, next_values = prm.lean_logits(obs, actions, next_obs)
+        unchanged = (obs == next_obs).all(axis=1)
+    else:
+        steps = prm.steps(trajectories)
+        logits_t, next_values_t = prm._logits_and_next_values(steps)  # the one forward pass
+        logits = logits_t.cpu().numpy()
+        next_values = None if next_values_t is None else next_values_t.cpu().numpy()
+        unchanged = rows_equal(steps["obs"], steps["next_obs"]).cpu().numpy()
+    with np.errstate(over="ignore"):  # exp(-logit) = inf for logit << 0: p = 0
+        p = 1.0 / (1.0 + np.exp(-logits.astype(np.float32)))
     labels = np.concatenate([t.labels for t in trajectories])
     positive = labels > 0
     predicted = logits > 0
@@ -615,21 +635,17 @@ def prm_diagnostics(
     owner = np.repeat(np.arange(len(trajectories)), [len(t) for t in trajectories])
     lengths = np.array([len(t) for t in trajectories])
     if next_values is None:  # the step head: the mean step score (as predict_outcomes)
-        scores = (2 * torch.sigmoid(logits_t) - 1).cpu().numpy()
-        predicted_outcome = np.bincount(owner, weights=scores, minlength=len(trajectories)) / lengths
+        predicted_outcome = np.bincount(owner, weights=2 * p - 1, minlength=len(trajectories)) / lengths
     else:  # the value head: V of the final state
-        predicted_outcome = next_values[np.cumsum(lengths) - 1].clamp(-1.0, 1.0).cpu().numpy()
+        predicted_outcome = np.clip(next_values[np.cumsum(lengths) - 1], -1.0, 1.0)
     outcomes = np.array([t.outcome for t in trajectories])
     # m votes per step, drawn as ProcessRewardModel.assess draws them
     generator = torch.Generator(device=prm.device).manual_seed(seed)
-    p = torch.sigmoid(logits_t)
-    draws = torch.rand((len(p), m), generator=generator, device=p.device)
-    votes = torch.where(draws < p.unsqueeze(1), 1.0, -1.0).cpu().numpy()
+    draws = torch.rand((len(p), m), generator=generator, device=prm.device).cpu().numpy()
+    votes = np.where(draws < p[:, None], np.float32(1.0), np.float32(-1.0))
     stats = vote_statistics(votes, outcomes[owner])
     # with the no-op rule, no-ops vote -1 by construction: judge collapse on the other steps
-    learned = np.ones(len(votes), dtype=bool)
-    if prm.noop_logit is not None:
-        learned = ~rows_equal(steps["obs"], steps["next_obs"]).cpu().numpy()
+    learned = ~unchanged if prm.noop_logit is not None else np.ones(len(votes), dtype=bool)
     judged = votes[learned] if learned.any() else votes
     share_plus = float((judged > 0).mean())
     unanimous = float((np.abs(judged.sum(axis=1)) == m).mean())

@@ -6,10 +6,10 @@ policy, PRM, both optimizers, curriculum state, RNG states, step counter, histor
 installed) and, at the end, ``results.json``. Checkpoints are written to a temporary file
 and renamed into place, so a crash never leaves a half-written checkpoint.
 
-``--algo batched-ppo`` (``agents.batched_ppo``) has no PRM or curriculum; its checkpoint holds
-the policy, its optimizer, the step counter, the history and the RNG states (its own generator
-too), but not the vector env's episodes: a resumed run continues from the checkpoint's policy and
-optimizer with fresh episodes, so it is not step-for-step the run that was never interrupted.
+``--algo batched-ppo`` (``agents.batched_ppo``): its checkpoint holds the same (its own
+generator too, and the PRM's state and the curriculum's in the closed loop's modes) but not the
+vector env's episodes: a resumed run continues from the checkpoint with fresh episodes, so it is
+not step-for-step the run that was never interrupted.
 """
 
 from __future__ import annotations

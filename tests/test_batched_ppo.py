@@ -1,5 +1,6 @@
 """The lean batched PPO (agents.batched_ppo): its advantages, a reproducible update, SB3's callback
-protocol, ``rla train`` / ``rla bench --algo batched-ppo`` (checkpoint, resume, refusals), learning."""
+protocol, ``rla train`` / ``rla bench --algo batched-ppo`` (checkpoint, resume, refusals), learning.
+The closed loop's modes on it: ``tests/test_batched_loop.py``."""
 
 from __future__ import annotations
 
@@ -155,8 +156,7 @@ def test_rla_train_batched_ppo_checkpoints_resumes_with_fresh_episodes_and_evalu
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"mode": "env"}, "mode 'env' is not for algo batched-ppo"),
-        ({"mode": "reward"}, "mode 'reward' is not for algo batched-ppo"),
+        ({"mode": "oracle-potential"}, "mode 'oracle-potential' is not for algo batched-ppo"),
         ({"history": 2}, "history 2 is not for algo batched-ppo"),
         ({"batch_size": 1}, "batch_size must be >= 2 for batched-ppo"),
     ],
@@ -178,8 +178,8 @@ def test_rla_bench_runs_batched_ppo_outcome_rows_and_refuses_other_modes(tmp_pat
         "--eval-every", "256", "--eval-episodes", "3", "--final-eval-episodes", "3", "--levels", "0", "0.5",
         "--n-envs", "32", "--n-steps", "4", "--n-epochs", "2", "--workers", "1",
     ]  # fmt: skip
-    assert main([*common, "--modes", "outcome", "env", "--out", str(out)]) == 2
-    assert "mode 'env' is not for algo batched-ppo" in capsys.readouterr().err and not out.exists()
+    assert main([*common, "--modes", "outcome", "oracle-potential", "--out", str(out)]) == 2
+    assert "mode 'oracle-potential' is not for algo batched-ppo" in capsys.readouterr().err and not out.exists()
     assert main([*common, "--modes", "outcome", "--out", str(out)]) == 0
     record = json.loads((out / "runs" / "RLA-TextNav-v0__outcome__fixed__s0.json").read_text())
     assert record["settings"]["algo"] == "batched-ppo" and record["rm_before"] is None

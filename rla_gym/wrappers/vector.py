@@ -24,6 +24,8 @@ class CurriculumVectorWrapper(VectorWrapper):
     task, pinned through ``set_attr("pinned_task", ...)`` as soon as its current episode
     starts. Whenever an episode starts, the adapter checks that the sub-env runs the task
     assigned to it; each finished episode is reported to the curriculum exactly once.
+    :attr:`training` says, per sub-env, whether the learner should train on its running
+    episode (``Curriculum.trains_on``, asked as each task is handed out).
 
     Examples:
         >>> import gymnasium as gym, rla_gym
@@ -50,6 +52,9 @@ class CurriculumVectorWrapper(VectorWrapper):
         n = env.num_envs
         self.running: list[Task] = []  # the task of each sub-env's current episode
         self.queued: list[Task] = []  # the task pinned for its next episode
+        #: Whether the learner trains on each sub-env's running episode (``Curriculum.trains_on``).
+        self.training = np.ones(n, dtype=bool)
+        self._training_queued = np.ones(n, dtype=bool)
         self._returns = np.zeros(n)
         self._lengths = np.zeros(n, dtype=np.int64)
         self._restart = np.zeros(n, dtype=bool)  # NEXT_STEP: these sub-envs reset on the next step
@@ -64,11 +69,11 @@ class CurriculumVectorWrapper(VectorWrapper):
     ) -> tuple[Any, dict[str, Any]]:
         check_curriculum_options(options)
         n = self.num_envs
-        self.running = [self.curriculum.next_task(i) for i in range(n)]
+        self.running, self.training[:] = self._draw(range(n))
         self._pin(self.running)
         obs, info = self.env.reset(seed=seed, options=options)
         self._check(info, range(n))
-        self.queued = [self.curriculum.next_task(i) for i in range(n)]
+        self.queued, self._training_queued[:] = self._draw(range(n))
         self._pin(self.queued)
         self._returns[:] = 0
         self._lengths[:] = 0
@@ -106,11 +111,17 @@ class CurriculumVectorWrapper(VectorWrapper):
             self._returns[finished] = self._lengths[finished] = 0
         if started.size:
             for i in started:
-                self.running[i] = self.queued[i]
-                self.queued[i] = self.curriculum.next_task(int(i))
+                self.running[i], self.training[i] = self.queued[i], self._training_queued[i]
+                (self.queued[i],), (self._training_queued[i],) = self._draw([int(i)])
             self._pin(self.queued)
             self._check(info, started)  # a task can only change when an episode starts
         return obs, rewards, terminated, truncated, info
+
+    def _draw(self, indices: Any) -> tuple[list[Task], list[bool]]:
+        """The next task of each sub-env in ``indices``, and whether to train on it (asked as
+        it is handed out)."""
+        tasks = [self.curriculum.next_task(int(i)) for i in indices]
+        return tasks, [self.curriculum.trains_on(task) for task in tasks]
 
     def _pin(self, tasks: list[Task]) -> None:
         """Pin one task per sub-env; ``set_attr`` reaches each base env (via ``set_wrapper_attr``)."""

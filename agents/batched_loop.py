@@ -1,0 +1,244 @@
+"""The closed loop on the lean batched path: votes, process rewards and trajectories in arrays.
+
+:class:`FeedbackVectorWrapper` is the array counterpart of ``agents.loop_runtime``'s
+:class:`~agents.loop_runtime.IntegratedRewardVecEnv` for :class:`agents.batched_ppo.BatchedPPO`:
+it wraps ``gym.make_vec``'s batched env (autoreset ``SAME_STEP``), records every step's
+(observation tokens, action, next observation tokens, exact label) into arrays, keeps each
+running episode's steps in per-sub-env buffers, and when episodes end it writes the PRM's
+predicted outcome into ``info["final_info"]["rm_outcome_prediction"]`` (for a
+:class:`~rla_gym.wrappers.vector.CurriculumVectorWrapper` around it) and turns them into
+:class:`~agents.trajectories.Trajectory` objects for the PRM's training. At a rollout's end
+:meth:`FeedbackVectorWrapper.finish_rollout` draws the m votes on every step of the rollout in
+one call, as the loop's late votes do, and returns the process rewards.
+
+:class:`BatchedLoopCallback` is :class:`~agents.loop_runtime.RLAnythingCallback` for it: the
+PRM's training and diagnostics, the curriculum's metrics, the loop's history rows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
+
+from agents.loop_runtime import MODE_FLAGS, PROCESS_SCALES, RLAnythingCallback, check_mode, check_mu
+from agents.reward_model import PRMTrainer, ProcessRewardModel, draw_votes
+from agents.trajectories import Trajectory
+from rla_gym.curricula.base import Curriculum
+
+#: Modes the batched path runs (``oracle-potential`` needs the distance before every step: not here).
+BATCHED_MODES = tuple(mode for mode in MODE_FLAGS if mode != "oracle-potential")
+
+
+class FeedbackVectorWrapper(VectorWrapper):
+    """Records a batched env's steps for the closed loop's votes, trajectories and predictions.
+
+    The rewards it returns are the inner env's; the trainer adds the process part returned by
+    :meth:`finish_rollout` (``process_scale`` ``"step"``: lambda * mean vote on every step;
+    ``"episode"``: that divided by the episode's step budget; ``"advantage"``: the mean vote
+    itself, which the trainer z-scores over the rollout and adds, times lambda, to the
+    advantages). ``mode`` is one of the loop's modes but ``oracle-potential``; ``prm`` is needed
+    exactly by the modes whose votes come from a PRM (``policy``, ``reward``, ``env``,
+    ``rm-only``).
+
+    Examples:
+        >>> import gymnasium as gym, rla_gym
+        >>> envs = FeedbackVectorWrapper(
+        ...     gym.make_vec("RLA-TextNav-v0", num_envs=2, difficulty=0.0, autoreset_mode="SameStep"),
+        ...     None, mode="oracle")
+        >>> _ = envs.reset(seed=0)
+        >>> _ = envs.step(np.zeros(2, dtype=np.int64))
+        >>> envs.finish_rollout().shape
+        (1, 2)
+    """
+
+    def __init__(
+        self, env: VectorEnv, prm: ProcessRewardModel | None, *, mode: str = "env", lam: float = 1.0,
+        m: int = 3, process_scale: str = "step", mu: float = 1.5, seed: int = 0,
+    ) -> None:  # fmt: skip
+        super().__init__(env)
+        self.mode = check_mode(mode)
+        if mode not in BATCHED_MODES:
+            raise ValueError(f"mode {mode!r} is not for the batched path; it runs {BATCHED_MODES}")
+        self.flags = MODE_FLAGS[mode]
+        if self.flags.votes == "none":
+            raise ValueError("mode 'outcome' casts no votes: train without a FeedbackVectorWrapper")
+        if env.metadata.get("autoreset_mode") != AutoresetMode.SAME_STEP:
+            raise ValueError(
+                f"FeedbackVectorWrapper needs autoreset_mode SAME_STEP, got {env.metadata.get('autoreset_mode')!r}"
+            )
+        if self.flags.uses_prm and prm is None:
+            raise ValueError(f"mode {mode!r} needs a ProcessRewardModel")
+        if not self.flags.uses_prm and prm is not None:
+            raise ValueError(f"mode {mode!r} votes with the env's exact labels: pass prm=None")
+        if process_scale not in PROCESS_SCALES:
+            raise ValueError(f"process_scale must be one of {PROCESS_SCALES}, got {process_scale!r}")
+        if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not np.isfinite(lam) or lam < 0:
+            raise ValueError(f"lam must be a finite number >= 0, got {lam!r}")
+        if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+            raise ValueError(f"m must be an integer >= 1, got {m!r}")
+        self.prm, self.lam, self.m, self.mu = prm, float(lam), m, check_mu(mu)
+        self.process_scale = process_scale
+        self.outcome_weight = self.flags.outcome_weight
+        #: The callback adds no process rewards to a buffer (the trainer does): never deferred.
+        self.deferred = False
+        self.rng = np.random.default_rng(seed)  # noisy-oracle's vote flips
+        self.generator = torch.Generator(device=prm.device).manual_seed(seed) if prm is not None else None
+        n = self.num_envs
+        self._last = np.zeros((n, 0), dtype=np.int64)
+        self._tasks = np.zeros(n, dtype=np.int64)
+        self._levels = np.zeros(n)
+        self._weights = np.full(n, self.lam, dtype=np.float32)
+        # the running episodes' steps, one row per sub-env (grown when an episode outlasts them)
+        self._length = np.zeros(n, dtype=np.int64)
+        self._episode: dict[str, np.ndarray] = {}
+        self._rollout: list[tuple[np.ndarray, ...]] = []
+        self.finished: list[Trajectory] = []
+
+    def reset(
+        self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(seed=seed, options=options)
+        tokens = np.asarray(obs["tokens"])
+        n, length = tokens.shape
+        self._last = tokens.copy()
+        capacity = max(8, int(np.max(info["step_budget"])) + 1)
+        self._first = tokens.copy()  # each running episode's first observation
+        self._episode = {  # its steps' actions, labels and next observations (obs[t] = next_obs[t - 1])
+            "after": np.zeros((n, capacity, length), dtype=tokens.dtype),
+            "action": np.zeros((n, capacity), dtype=np.int64),
+            "label": np.zeros((n, capacity), dtype=np.int64),
+        }
+        self._length[:] = 0
+        self._rollout, self.finished = [], []
+        self._begin(np.arange(n), info)
+        return obs, info
+
+    def _begin(self, rows: np.ndarray, info: dict[str, Any]) -> None:
+        """Episodes start in ``rows``: their task, difficulty and process weight, from ``info``."""
+        self._tasks[rows] = info["task_key"][rows]
+        self._levels[rows] = info["difficulty"][rows]
+        if self.process_scale == "advantage":  # the trainer weights the z-scores by lambda
+            self._weights[rows] = 1.0
+        elif self.process_scale == "episode":
+            self._weights[rows] = self.lam / info["step_budget"][rows]
+        else:
+            self._weights[rows] = self.lam
+
+    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        actions = np.asarray(actions, dtype=np.int64).reshape(self.num_envs)
+        obs, rewards, terminated, truncated, info = self.env.step(actions)
+        tokens = np.asarray(obs["tokens"])
+        after, progress = tokens.copy(), info["progress"].copy()
+        ended = np.flatnonzero(terminated | truncated)
+        final = info.get("final_info", {})
+        if ended.size:  # the finished episodes' last observations and labels
+            after[ended] = np.stack([info["final_obs"][i]["tokens"] for i in ended])
+            progress[ended] = final["progress"][ended]
+        labels = np.where(progress == 1, 1, -1)
+        self._rollout.append((self._last, actions, after, labels, self._weights.copy()))
+        if np.any(self._length >= self._episode["action"].shape[1]):
+            self._grow()
+        rows, at = np.arange(self.num_envs), self._length
+        episode = self._episode
+        episode["after"][rows, at] = after
+        episode["action"][rows, at], episode["label"][rows, at] = actions, labels
+        self._length += 1
+        if ended.size:
+            self._end(ended, after, final, info)
+            self._first[ended] = tokens[ended]
+        self._last = tokens.copy()
+        return obs, rewards, terminated, truncated, info
+
+    def _grow(self) -> None:
+        for key, array in self._episode.items():
+            grown = np.zeros((array.shape[0], 2 * array.shape[1], *array.shape[2:]), dtype=array.dtype)
+            grown[:, : array.shape[1]] = array
+            self._episode[key] = grown
+
+    def _end(self, ended: np.ndarray, after: np.ndarray, final: dict[str, Any], info: dict[str, Any]) -> None:
+        """Episodes ended in ``ended``: trajectories, the PRM's predicted outcomes, new episodes."""
+        episode, outcomes, first = self._episode, final["outcome"][ended], self._first
+        new = []
+        for i, k, outcome in zip(ended.tolist(), self._length[ended].tolist(), outcomes.tolist(), strict=True):
+            after_i = episode["after"][i, :k].copy()
+            before_i = np.concatenate([first[i : i + 1], after_i[:-1]])
+            new.append(Trajectory(
+                before_i, episode["action"][i, :k].copy(), after_i, int(outcome), str(self._tasks[i]),
+                episode["label"][i, :k].copy(), float(self._levels[i]),
+            ))  # fmt: skip
+        self.finished.extend(new)
+        if self.prm is not None:
+            prediction, reported = np.zeros(self.num_envs), np.zeros(self.num_envs, dtype=bool)
+            prediction[ended], reported[ended] = self._predict(new, after[ended]), True
+            final["rm_outcome_prediction"], final["_rm_outcome_prediction"] = prediction, reported
+        self._length[ended] = 0
+        self._begin(ended, info)
+
+    def _predict(self, trajectories: list[Trajectory], last: np.ndarray) -> np.ndarray:
+        """The PRM's predicted outcome of each finished episode: V of its last state (the value
+        head), its steps' mean expected vote (the step head), in [-1, 1]."""
+        assert self.prm is not None
+        if self.prm.head == "value":
+            return np.clip(self.prm.values_array(last), -1.0, 1.0)
+        _, estimates = self.prm.probabilities(
+            *(np.concatenate(column) for column in zip(*((t.obs, t.actions, t.next_obs) for t in trajectories)))
+        )  # fmt: skip
+        lengths = np.array([len(t) for t in trajectories])
+        means = np.add.reduceat(estimates, np.cumsum(lengths) - lengths) / lengths
+        return np.clip(means, -1.0, 1.0)
+
+    def finish_rollout(self) -> np.ndarray:
+        """The process part (steps since the last call, n_envs), votes drawn now in one call.
+
+        With ``process_scale="advantage"`` it is the mean vote, not yet weighted by lambda. The
+        last rollout's votes stay in :attr:`rollout_votes` (steps, n_envs, m).
+        """
+        if not self._rollout:
+            return np.zeros((0, self.num_envs), dtype=np.float32)
+        before, actions, after, labels, weights = (np.stack(column) for column in zip(*self._rollout))
+        self._rollout = []
+        steps, n = actions.shape
+        if self.prm is not None:  # each sub-env's steps in a row: V of a state shared by two steps once
+            length = before.shape[-1]
+            p, _ = self.prm.probabilities(
+                before.swapaxes(0, 1).reshape(-1, length), actions.T.reshape(-1),
+                after.swapaxes(0, 1).reshape(-1, length),
+            )  # fmt: skip
+            votes = draw_votes(p, self.m, self.generator).reshape(n, steps, self.m).swapaxes(0, 1)
+        else:  # the oracle modes: the exact label, flipped with probability 1 - mu / 2 (noisy)
+            votes = np.repeat(labels[..., None].astype(np.float32), self.m, axis=2)
+            if self.flags.votes == "noisy":
+                votes = np.where(self.rng.random(votes.shape) < self.mu / 2, votes, -votes)
+        self.rollout_votes = votes
+        return (weights * votes.mean(axis=2)).astype(np.float32)
+
+    def set_attr(self, name: str, values: Any) -> None:
+        """The wrapped env's ``set_attr`` (a curriculum adapter pins each sub-env's task with it)."""
+        self.env.set_attr(name, values)  # type: ignore[attr-defined]
+
+    def drain(self) -> list[Trajectory]:
+        """The trajectories finished since the last call."""
+        finished, self.finished = self.finished, []
+        return finished
+
+
+class BatchedLoopCallback(RLAnythingCallback):
+    """The closed loop's callback for :class:`agents.batched_ppo.BatchedPPO`: at each rollout's
+    end the PRM trains on its finished trajectories (modes ``reward``, ``env``, ``rm-only``) and
+    the loop's metrics are logged, as :class:`~agents.loop_runtime.RLAnythingCallback` does for
+    SB3; the trainer has already added the process rewards."""
+
+    def __init__(
+        self, feedback: FeedbackVectorWrapper, trainer: PRMTrainer | None, curriculum: Curriculum | None = None,
+        *, prm_epochs: int = 1, prm_replay: int = 1,
+    ) -> None:  # fmt: skip
+        super().__init__(
+            feedback,  # type: ignore[arg-type]  # the same attributes, on a Gymnasium vector wrapper
+            trainer, curriculum, prm_epochs=prm_epochs, prm_replay=prm_replay,
+        )  # fmt: skip
+
+    def _on_rollout_end(self) -> None:
+        self._record_rollout(self.reward_env.drain())
