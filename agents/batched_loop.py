@@ -66,9 +66,8 @@ class FeedbackVectorWrapper(VectorWrapper):
         if self.flags.votes == "none":
             raise ValueError("mode 'outcome' casts no votes: train without a FeedbackVectorWrapper")
         if env.metadata.get("autoreset_mode") != AutoresetMode.SAME_STEP:
-            raise ValueError(
-                f"FeedbackVectorWrapper needs autoreset_mode SAME_STEP, got {env.metadata.get('autoreset_mode')!r}"
-            )
+            given = env.metadata.get("autoreset_mode")
+            raise ValueError(f"FeedbackVectorWrapper needs autoreset_mode SAME_STEP, got {given!r}")
         if self.flags.uses_prm and prm is None:
             raise ValueError(f"mode {mode!r} needs a ProcessRewardModel")
         if not self.flags.uses_prm and prm is not None:
@@ -98,7 +97,7 @@ class FeedbackVectorWrapper(VectorWrapper):
         self.finished: list[Trajectory] = []
 
     def reset(
-        self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(seed=seed, options=options)
         tokens = np.asarray(obs["tokens"])
@@ -162,7 +161,9 @@ class FeedbackVectorWrapper(VectorWrapper):
         """Episodes ended in ``ended``: trajectories, the PRM's predicted outcomes, new episodes."""
         episode, outcomes, first = self._episode, final["outcome"][ended], self._first
         new = []
-        for i, k, outcome in zip(ended.tolist(), self._length[ended].tolist(), outcomes.tolist(), strict=True):
+        for i, k, outcome in zip(
+            ended.tolist(), self._length[ended].tolist(), outcomes.tolist(), strict=True
+        ):
             after_i = episode["after"][i, :k].copy()
             before_i = np.concatenate([first[i : i + 1], after_i[:-1]])
             new.append(Trajectory(
@@ -184,7 +185,8 @@ class FeedbackVectorWrapper(VectorWrapper):
         if self.prm.head == "value":
             return np.clip(self.prm.values_array(last), -1.0, 1.0)
         _, estimates = self.prm.probabilities(
-            *(np.concatenate(column) for column in zip(*((t.obs, t.actions, t.next_obs) for t in trajectories)))
+            np.concatenate([t.obs for t in trajectories]), np.concatenate([t.actions for t in trajectories]),
+            np.concatenate([t.next_obs for t in trajectories]),
         )  # fmt: skip
         lengths = np.array([len(t) for t in trajectories])
         means = np.add.reduceat(estimates, np.cumsum(lengths) - lengths) / lengths
@@ -198,7 +200,8 @@ class FeedbackVectorWrapper(VectorWrapper):
         """
         if not self._rollout:
             return np.zeros((0, self.num_envs), dtype=np.float32)
-        before, actions, after, labels, weights = (np.stack(column) for column in zip(*self._rollout))
+        columns = zip(*self._rollout, strict=True)
+        before, actions, after, labels, weights = (np.stack(column) for column in columns)
         self._rollout = []
         steps, n = actions.shape
         if self.prm is not None:  # each sub-env's steps in a row: V of a state shared by two steps once
@@ -232,8 +235,8 @@ class BatchedLoopCallback(RLAnythingCallback):
     SB3; the trainer has already added the process rewards."""
 
     def __init__(
-        self, feedback: FeedbackVectorWrapper, trainer: PRMTrainer | None, curriculum: Curriculum | None = None,
-        *, prm_epochs: int = 1, prm_replay: int = 1,
+        self, feedback: FeedbackVectorWrapper, trainer: PRMTrainer | None,
+        curriculum: Curriculum | None = None, *, prm_epochs: int = 1, prm_replay: int = 1,
     ) -> None:  # fmt: skip
         super().__init__(
             feedback,  # type: ignore[arg-type]  # the same attributes, on a Gymnasium vector wrapper

@@ -114,9 +114,10 @@ class BatchedPPO:
                 "estimates (needs_values): not on the batched path (use the SB3 algorithms)"
             )
         self.mode = check_mode(mode)
+        # no info["oracle_mask"], the costliest key: nothing here reads it
         self.envs = gym.make_vec(
             env_id, num_envs=n_envs, vectorization_mode="vector_entry_point",
-            autoreset_mode=AutoresetMode.SAME_STEP, difficulty=difficulty,
+            autoreset_mode=AutoresetMode.SAME_STEP, difficulty=difficulty, oracle_info=False,
         )  # fmt: skip
         #: The closed loop's feedback around the env (None in mode ``outcome``).
         self.feedback: FeedbackVectorWrapper | None = None
@@ -129,7 +130,7 @@ class BatchedPPO:
             raise ValueError("mode 'outcome' casts no votes: pass prm=None")
         #: The curriculum adapter, outermost (None without a curriculum).
         self.curriculum_env = None if curriculum is None else CurriculumVectorWrapper(stack, curriculum)
-        self._stack = stack if curriculum is None else self.curriculum_env
+        self._stack: Any = stack if self.curriculum_env is None else self.curriculum_env
         self.n_envs, self.n_steps, self.batch_size, self.n_epochs = n_envs, n_steps, batch_size, n_epochs
         space = self.envs.single_observation_space
         tokens = space["tokens"] if isinstance(space, gym.spaces.Dict) and "tokens" in space.spaces else None

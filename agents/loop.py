@@ -400,7 +400,7 @@ def build_loop(settings: LoopSettings) -> tuple[Any, RLAnythingCallback | Rollou
     """
     from stable_baselines3.common.env_util import make_vec_env
 
-    from rla_gym.curricula import CURRICULA, FixedCurriculum, PrioritizedLevelReplay
+    from rla_gym.curricula import FixedCurriculum
 
     settings = apply_preset(settings)
     validate_settings(settings)

@@ -4,7 +4,7 @@
 
 Every configuration trains Outcome-only on RLA-TextNav-v0 at a fixed difficulty (and the
 closed loop, mode ``env``, where a row says so) with ``agents.loop.build_loop`` and
-``model.learn``, or, in the rows that say so, with ``agents.batched_ppo.BatchedPPO``; steps/s
+``model.learn``, or, in the Outcome-only rows that say so, with ``agents.batched_ppo.BatchedPPO``; steps/s
 is env steps over the wall time of ``learn`` (one torch thread, no evaluation inside), and over
 the process's CPU time (which other jobs on a shared machine disturb far less). Held-out
 success afterwards: the stochastic policy (primary) and the greedy one on 100 held-out tasks at
@@ -37,7 +37,8 @@ WIDE = {"algo": "ppo", "n_envs": 64, "n_steps": 128, "batch_size": 2048, "n_epoc
 #: The fast path chosen by benchmarks/fast_path_sweep.py: learning per step matches the first row.
 FAST = {"algo": "ppo", "vec_env": "batched", "n_envs": 128, "n_steps": 8, "batch_size": 512, "n_epochs": 4,
         "learning_rate": 1e-3}  # fmt: skip
-#: agents.batched_ppo.BatchedPPO's arguments (a lean PPO loop; not a LoopSettings algo, so built directly).
+#: agents.batched_ppo.BatchedPPO's arguments (its Outcome-only rows build it directly; the closed loop's
+#: row runs it as LoopSettings' algo batched-ppo, with the same fields).
 LEAN = {"n_steps": 4, "batch_size": 512, "n_epochs": 4, "learning_rate": 1e-3, "encoder": "flatten-small"}
 CONFIGS: dict[str, dict[str, Any]] = {
     "ppo, 4 DummyVecEnv envs, n_steps 256, batch 256, 10 epochs (rla bench's default PPO)": {"algo": "ppo"},
@@ -56,6 +57,8 @@ CONFIGS: dict[str, dict[str, Any]] = {
                                                            "mode": "env"},
     "ppo --preset fast (flatten-small, PRM 8-d / 64 units), closed loop (mode env)":
         {"preset": "fast", "mode": "env"},
+    "batched ppo, 256 array-state envs x 4 steps as above, closed loop (mode env, PRM 8-d / 64 units)":
+        {"algo": "batched-ppo", "n_envs": 256, **LEAN, "prm_embed_dim": 8, "prm_hidden": 64, "mode": "env"},
 }  # fmt: skip
 
 

@@ -18,7 +18,7 @@ from agents.batched_loop import BATCHED_MODES, BatchedLoopCallback, FeedbackVect
 from agents.batched_ppo import BatchedPPO
 from agents.cli import main
 from agents.loop import LoopSettings, apply_preset, build_loop, validate_settings
-from agents.reward_model import ProcessRewardModel, PRMTrainer
+from agents.reward_model import PRMTrainer, ProcessRewardModel
 from agents.train import _restore, load_checkpoint
 from rla_gym.core import Task
 from rla_gym.curricula import FixedCurriculum, UniformCurriculum
@@ -52,9 +52,9 @@ def _single_trajectories(env_id: str, n: int, seed: int, actions: list[np.ndarra
             if terminated or truncated:
                 start = episode["info"]
                 ended.append((
-                    i, np.stack(episode["obs"][:-1]), np.array(episode["actions"]), np.stack(episode["obs"][1:]),
-                    int(info["outcome"]), str(start["task_key"]), np.array(episode["labels"]),
-                    float(start["difficulty"]),
+                    i, np.stack(episode["obs"][:-1]), np.array(episode["actions"]),
+                    np.stack(episode["obs"][1:]), int(info["outcome"]), str(start["task_key"]),
+                    np.array(episode["labels"]), float(start["difficulty"]),
                 ))  # fmt: skip
                 obs, info = env.reset()
                 running[i] = {"obs": [obs["tokens"]], "actions": [], "labels": [], "info": info}
@@ -76,7 +76,9 @@ def test_feedback_trajectories_are_those_of_single_envs(env_id: str) -> None:
     ours = envs.drain()
     theirs = _single_trajectories(env_id, n, seed, taken)
     assert len(ours) == len(theirs) > n
-    for trajectory, (_, obs_, actions_, next_, outcome, task, labels, level) in zip(ours, theirs, strict=True):
+    for trajectory, (_, obs_, actions_, next_, outcome, task, labels, level) in zip(
+        ours, theirs, strict=True
+    ):
         assert np.array_equal(trajectory.obs, obs_) and np.array_equal(trajectory.next_obs, next_)
         assert np.array_equal(trajectory.actions, actions_) and np.array_equal(trajectory.labels, labels)
         assert (trajectory.outcome, trajectory.task_id, trajectory.difficulty) == (outcome, task, level)
@@ -86,14 +88,20 @@ def test_feedback_trajectories_are_those_of_single_envs(env_id: str) -> None:
 @pytest.mark.parametrize("scale", ["step", "episode", "advantage"])
 def test_oracle_process_rewards_are_the_weighted_exact_labels(scale: str) -> None:
     n, lam = 8, 0.5
-    envs = FeedbackVectorWrapper(_batched("RLA-TextNav-v0", n), None, mode="oracle", lam=lam, process_scale=scale)
+    envs = FeedbackVectorWrapper(
+        _batched("RLA-TextNav-v0", n), None, mode="oracle", lam=lam, process_scale=scale
+    )
     obs, info = envs.reset(seed=3)
     rng, labels, weights = np.random.default_rng(1), [], []
     budget = info["step_budget"].astype(float)
     for _ in range(40):
         step_weights = {"step": np.full(n, lam), "episode": lam / budget, "advantage": np.ones(n)}[scale]
-        obs, _, terminated, truncated, info = envs.step(oracle_led_actions(info["oracle_mask"], obs["action_mask"], rng))
-        progress = np.where(terminated | truncated, info.get("final_info", {}).get("progress", 0), info["progress"])
+        obs, _, terminated, truncated, info = envs.step(
+            oracle_led_actions(info["oracle_mask"], obs["action_mask"], rng)
+        )
+        progress = np.where(
+            terminated | truncated, info.get("final_info", {}).get("progress", 0), info["progress"]
+        )
         labels.append(np.where(progress == 1, 1.0, -1.0))
         weights.append(step_weights)
         ended = terminated | truncated
@@ -148,7 +156,9 @@ def test_the_prm_s_predicted_outcomes_reach_the_curriculum() -> None:
     obs, info = envs.reset(seed=0)
     rng, checked = np.random.default_rng(0), 0
     for _ in range(60):
-        obs, _, terminated, truncated, info = envs.step(oracle_led_actions(info["oracle_mask"], obs["action_mask"], rng))
+        obs, _, terminated, truncated, info = envs.step(
+            oracle_led_actions(info["oracle_mask"], obs["action_mask"], rng)
+        )
         ended = terminated | truncated
         if ended.any():
             final = info["final_info"]
@@ -215,7 +225,11 @@ def test_the_closed_loop_trains_the_prm_and_logs_its_rows() -> None:
         ({"mode": "oracle", "lam": -1.0}, ValueError, "lam must be a finite number >= 0, got -1.0"),
         ({"mode": "oracle", "m": 0}, ValueError, "m must be an integer >= 1, got 0"),
         ({"mode": "outcome", "with_prm": True}, ValueError, "mode 'outcome' casts no votes: pass prm=None"),
-        ({"mode": "oracle", "with_prm": True}, ValueError, "votes with the env's exact labels: pass prm=None"),
+        (
+            {"mode": "oracle", "with_prm": True},
+            ValueError,
+            "votes with the env's exact labels: pass prm=None",
+        ),
         ({"mode": "nope"}, ValueError, "mode must be one of"),
         ({"curriculum": "plr"}, TypeError, "curriculum must be an rla_gym Curriculum or None, got 'plr'"),
     ],
@@ -232,7 +246,9 @@ def test_a_curriculum_that_needs_the_learner_s_values_is_refused() -> None:
     from rla_gym.curricula import PrioritizedLevelReplay
 
     with pytest.raises(ValueError, match="PrioritizedLevelReplay scores episodes with the learner's value"):
-        BatchedPPO("RLA-TextNav-v0", difficulty=0.2, n_envs=4, curriculum=PrioritizedLevelReplay("RLA-TextNav-v0"))
+        BatchedPPO(
+            "RLA-TextNav-v0", difficulty=0.2, n_envs=4, curriculum=PrioritizedLevelReplay("RLA-TextNav-v0")
+        )
     with pytest.raises(ValueError, match="needs autoreset_mode SAME_STEP"):
         FeedbackVectorWrapper(gym.make_vec("RLA-TextNav-v0", num_envs=2), None, mode="oracle")
     assert "oracle-potential" not in BATCHED_MODES and "env" in BATCHED_MODES
@@ -255,7 +271,9 @@ def test_rla_train_runs_the_closed_loop_on_batched_ppo_and_resumes_it(tmp_path: 
     assert first["num_timesteps"] == 1024 and first["prm"] is not None and first["prm_optimizer"] is not None
     assert first["curriculum"] is not None and first["reward_votes_rng"] is not None
     assert first["history"] and {"rm/loss", "curriculum/episodes"} <= set(first["history"][-1])
-    settings = LoopSettings(**{k: v for k, v in first["settings"].items() if k in LoopSettings.__annotations__})
+    settings = LoopSettings(
+        **{k: v for k, v in first["settings"].items() if k in LoopSettings.__annotations__}
+    )
     model, loop = build_loop(settings)
     assert isinstance(loop, BatchedLoopCallback) and model.curriculum_env is not None
     _restore(first, model, loop)
@@ -279,7 +297,9 @@ def test_rla_train_runs_the_closed_loop_on_batched_ppo_and_resumes_it(tmp_path: 
         ({"mode": "env", "history": 2}, "history 2 is not for algo batched-ppo"),
     ],
 )
-def test_bad_closed_loop_settings_are_refused_by_name(tmp_path: Path, capsys, changes: dict, message: str) -> None:
+def test_bad_closed_loop_settings_are_refused_by_name(
+    tmp_path: Path, capsys, changes: dict, message: str
+) -> None:
     with pytest.raises(ValueError, match=message):
         validate_settings(LoopSettings(**{"algo": "batched-ppo", **changes}))
     flags = [f"--{k.replace('_', '-')}={v}" for k, v in changes.items()]

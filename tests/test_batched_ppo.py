@@ -179,7 +179,9 @@ def test_rla_bench_runs_batched_ppo_outcome_rows_and_refuses_other_modes(tmp_pat
         "--n-envs", "32", "--n-steps", "4", "--n-epochs", "2", "--workers", "1",
     ]  # fmt: skip
     assert main([*common, "--modes", "outcome", "oracle-potential", "--out", str(out)]) == 2
-    assert "mode 'oracle-potential' is not for algo batched-ppo" in capsys.readouterr().err and not out.exists()
+    assert (
+        "mode 'oracle-potential' is not for algo batched-ppo" in capsys.readouterr().err and not out.exists()
+    )
     assert main([*common, "--modes", "outcome", "--out", str(out)]) == 0
     record = json.loads((out / "runs" / "RLA-TextNav-v0__outcome__fixed__s0.json").read_text())
     assert record["settings"]["algo"] == "batched-ppo" and record["rm_before"] is None

@@ -61,3 +61,18 @@ def test_vector_phases_time_every_world_the_env_starts(env_id: str) -> None:
     assert row["ceiling_arrays_only"] > row["ceiling_without_generation"] > row["steps_per_s"]
     timed = [getattr(env_cls, name) for name in vector_phases.READING_IN] + [bare._start_task]
     assert all(method.__name__ != "timed_method" for method in timed)
+
+
+def test_training_throughput_builds_every_configuration_and_trains_the_lean_closed_loop() -> None:
+    """Every row of the benchmark builds (LoopSettings validated), and the lean closed loop's row
+    trains a rollout with the PRM and the curriculum switched on."""
+    throughput = load_script("benchmarks/training_throughput.py")
+    for name, fields in throughput.CONFIGS.items():
+        model, settings, learn = throughput.build(dict(fields), 0, 0.25)
+        assert settings.difficulty == 0.25, name
+        if "closed loop" in name and getattr(settings, "algo", "") == "batched-ppo":
+            learn(1024)
+            assert model.num_timesteps == 1024 and model.curriculum_env is not None
+            assert model.feedback.rollout_votes.shape == (4, 256, 3)  # the last rollout's votes
+    lean_loop = [n for n, f in throughput.CONFIGS.items() if f.get("algo") == "batched-ppo"]
+    assert lean_loop and all(throughput.CONFIGS[n]["mode"] == "env" for n in lean_loop)

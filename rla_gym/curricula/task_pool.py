@@ -135,13 +135,15 @@ class TaskPoolCurriculum(Curriculum):
         self._start_round(slot, task, 0, None)
 
     def next_task(self, slot: int = 0) -> Task:
-        return self.next_group(slot, 1)[0]
+        return self._group(1)[0]
 
     def next_group(self, slot: int, size: int) -> list[Task]:
         """One slot's rollouts as a group of ``size`` rollouts of one task (with ``fresh_seeds``,
         one fresh task at the slot's difficulty): a round of the paper's k rollouts per task
         when ``size == rollouts_per_task``."""
-        size = check_positive(size, "size", integer=True)
+        return self._group(check_positive(size, "size", integer=True))
+
+    def _group(self, size: int) -> list[Task]:
         # a slot whose round still needs rollouts first, then the one served least overall; the
         # round count alone (reset by every judgement) starved slots stuck one short of a round
         chosen = min(self.slots, key=lambda s: (s["assigned"] >= self.rollouts, s.get("served", 0)))

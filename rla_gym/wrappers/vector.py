@@ -110,9 +110,10 @@ class CurriculumVectorWrapper(VectorWrapper):
         if self.same_step:
             self._returns[finished] = self._lengths[finished] = 0
         if started.size:
-            for i in started:
-                self.running[i], self.training[i] = self.queued[i], self._training_queued[i]
-                (self.queued[i],), (self._training_queued[i],) = self._draw([int(i)])
+            tasks, flags = self._draw(started.tolist())
+            for k, task, flag in zip(started.tolist(), tasks, flags, strict=True):
+                self.running[k], self.training[k] = self.queued[k], self._training_queued[k]
+                self.queued[k], self._training_queued[k] = task, flag
             self._pin(self.queued)
             self._check(info, started)  # a task can only change when an episode starts
         return obs, rewards, terminated, truncated, info
