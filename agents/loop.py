@@ -50,14 +50,14 @@ GROUP_ALGOS = ("grpo", "maskable-grpo")
 #: a higher learning rate, the ``flatten-small`` policy and a PRM of the same size, chosen by
 #: ``benchmarks/fast_path_sweep.py``: ~6x the steps/s of the defaults with the same held-out
 #: success at 100k steps (``docs/benchmarks.md``).
-#: ``lean``: Outcome-only on ``agents.batched_ppo.BatchedPPO`` (256 envs x 4 steps, the same
-#: update settings, a PRM of the fast preset's size for the closed loop's modes): ~10x the
-#: defaults' steps/s with the same held-out success at 100k steps.
+#: ``lean``: ``agents.batched_ppo.BatchedPPO`` (256 envs x 4 steps, the same update settings, a
+#: PRM of the fast preset's size): Outcome-only (``--mode outcome``) ~10x the defaults' steps/s
+#: with the same held-out success at 100k steps; the mode is the user's (the full loop by default).
 PRESETS: dict[str, dict[str, Any]] = {
     "fast": {"algo": "ppo", "vec_env": "batched", "n_envs": 128, "n_steps": 8, "batch_size": 512,
              "n_epochs": 4, "learning_rate": 1e-3, "encoder": "flatten-small", "prm_embed_dim": 8,
              "prm_hidden": 64},
-    "lean": {"algo": "batched-ppo", "mode": "outcome", "n_envs": 256, "n_steps": 4, "batch_size": 512,
+    "lean": {"algo": "batched-ppo", "n_envs": 256, "n_steps": 4, "batch_size": 512,
              "n_epochs": 4, "learning_rate": 1e-3, "encoder": "flatten-small", "prm_embed_dim": 8,
              "prm_hidden": 64},
 }  # fmt: skip
@@ -151,7 +151,7 @@ class LoopSettings:
     )
     preset: str = described(
         "",
-        f"settings bundle ({', '.join(PRESETS)}; fast: PPO on 128 batched envs, lean: Outcome-only "
+        f"settings bundle ({', '.join(PRESETS)}; fast: PPO on 128 batched envs, lean: the lean "
         "batched-ppo); flags given with it win",
     )
 

@@ -6,7 +6,8 @@ Each path trains on RLA-TextNav-v0 at d = 0.25 (one torch thread, CPU) twice: Ou
 (mode ``outcome``: the env's reward, no PRM) and the closed loop (mode ``env``: PRM votes on
 every step, PRM training and diagnostics every rollout, the task-pool curriculum). Paths:
 the default PPO (4 DummyVecEnv envs, n_steps 256, batch 256, 10 epochs), the fast path
-(``--preset fast``: PPO on 128 batched envs) and the group trainer on 32 x 8 batched envs.
+(``--preset fast``: PPO on 128 batched envs), the group trainer on 32 x 8 batched envs and the
+lean batched PPO (``--preset lean``).
 Runs alternate within each round, so a path's two modes see the same machine load; wall and
 process (CPU) time are both recorded, the ratio of medians is reported.
 PRM throughput: steps scored per second at batch 4096 (votes, m = 3) on the CPU.
@@ -18,6 +19,7 @@ import argparse
 import json
 import platform
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,7 @@ PATHS: dict[str, dict[str, Any]] = {
     "ppo, 4 DummyVecEnv envs (defaults)": {"algo": "ppo"},
     "ppo fast path (--preset fast)": {"preset": "fast"},
     "grpo, 32 x 8 batched envs": {"algo": "grpo", "vec_env": "batched", "groups": 32},
+    "batched ppo (--preset lean: 256 array-state envs x 4 steps)": {"preset": "lean"},
 }
 MODES = ("outcome", "env")
 
@@ -72,18 +75,20 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30_720)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/loop_overhead.json"))
+    parser.add_argument("--paths", type=int, nargs="+", default=list(range(len(PATHS))))
     args = parser.parse_args()
+    paths = {name: PATHS[name] for name in (list(PATHS)[k] for k in args.paths)}
     torch.set_num_threads(1)
-    times: dict[tuple[str, str], list[tuple[float, float]]] = {(p, m): [] for p in PATHS for m in MODES}
+    times: dict[tuple[str, str], list[tuple[float, float]]] = {(p, m): [] for p in paths for m in MODES}
     for round_ in range(args.rounds):
-        for path, fields in PATHS.items():
+        for path, fields in paths.items():
             for mode in MODES:
                 times[path, mode].append(timed(fields, mode, args.steps, round_))
                 print(path, mode, times[path, mode][-1], flush=True)
     print("| path | Outcome-only ms/step | closed loop ms/step | x wall | x CPU |")
     print("|---|---:|---:|---:|---:|")
     rows = []
-    for path in PATHS:
+    for path in paths:
         wall = {m: statistics.median(w for w, _ in times[path, m]) for m in MODES}
         cpu = {m: statistics.median(c for _, c in times[path, m]) for m in MODES}
         row = {
@@ -101,7 +106,7 @@ def main() -> None:
     for head, value in throughput.items():
         print(f"PRM scoring ({head} head), batch 4096, CPU, 1 thread: {value:,} steps/s")
     meta = {
-        "command": f"python benchmarks/loop_overhead.py --steps {args.steps} --rounds {args.rounds}",
+        "command": " ".join(["python benchmarks/loop_overhead.py", *sys.argv[1:]]),
         "machine": f"{platform.machine()}, Python {platform.python_version()}, torch {torch.__version__}, "
         "2 shared cores, 1 torch thread",
         "date": time.strftime("%Y-%m-%d"),

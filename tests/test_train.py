@@ -299,16 +299,18 @@ def test_a_run_with_history_trains_evaluates_and_resumes(tmp_path: Path) -> None
     assert json.loads((out / "results.json").read_text())["steps"] == 512
 
 
-def test_the_lean_preset_trains_outcome_only_on_the_batched_ppo(tmp_path: Path) -> None:
-    out = tmp_path / "run"
-    argv = ["train", "--preset", "lean", "--difficulty", "0.1", "--steps", "2048", "--out", str(out),
-            "--eval-episodes", "2", "--device", "cpu"]  # fmt: skip
-    assert main(argv) == 0
-    recorded = json.loads((out / "settings.json").read_text())
-    assert (recorded["algo"], recorded["mode"], recorded["n_envs"], recorded["n_steps"]) == (
-        "batched-ppo",
-        "outcome",
-        256,
-        4,
-    )
-    assert json.loads((out / "results.json").read_text())["steps"] == 2048
+def test_the_lean_preset_trains_on_the_batched_ppo_in_the_mode_given(tmp_path: Path) -> None:
+    for mode in ("outcome", None):  # None: the default mode, the full loop
+        out = tmp_path / f"run-{mode}"
+        argv = ["train", "--preset", "lean", "--difficulty", "0.1", "--steps", "2048", "--out", str(out),
+                "--eval-episodes", "2", "--device", "cpu", *(["--mode", mode] if mode else [])]  # fmt: skip
+        assert main(argv) == 0
+        recorded = json.loads((out / "settings.json").read_text())
+        assert (recorded["algo"], recorded["mode"], recorded["n_envs"], recorded["n_steps"]) == (
+            "batched-ppo",
+            mode or "env",
+            256,
+            4,
+        )
+        assert (recorded["prm_embed_dim"], recorded["prm_hidden"]) == (8, 64)
+        assert json.loads((out / "results.json").read_text())["steps"] == 2048
