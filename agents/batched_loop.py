@@ -222,6 +222,11 @@ class FeedbackVectorWrapper(VectorWrapper):
         """The wrapped env's ``set_attr`` (a curriculum adapter pins each sub-env's task with it)."""
         self.env.set_attr(name, values)  # type: ignore[attr-defined]
 
+    def discard_rollout(self) -> None:
+        """Forget the steps recorded since the last :meth:`finish_rollout` (a rollout cut short);
+        the running episodes keep their steps."""
+        self._rollout = []
+
     def drain(self) -> list[Trajectory]:
         """The trajectories finished since the last call."""
         finished, self.finished = self.finished, []

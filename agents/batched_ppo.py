@@ -241,6 +241,8 @@ class BatchedPPO:
                 self.outcomes.extend(finished[-1].tolist())
                 self._obs, self.num_timesteps = obs, self.num_timesteps + self.n_envs
                 if not hooks.on_step():
+                    if self.feedback is not None:  # the next rollout starts afresh (episodes go on)
+                        self.feedback.discard_rollout()
                     return None
             self.rollout_outcomes = np.concatenate(finished)
             values[-1] = self._heads(torch.from_numpy(obs["tokens"]).to(self.device))[1].cpu()

@@ -216,6 +216,24 @@ def test_the_closed_loop_trains_the_prm_and_logs_its_rows() -> None:
     assert all(0.0 <= row["loop/difficulty"] <= 0.3 for row in rows)
 
 
+def test_a_rollout_cut_short_by_a_callback_leaves_the_next_one_whole() -> None:
+    """A callback stopping ``learn`` mid-rollout (SB3's protocol) drops that rollout's votes;
+    the next ``learn`` collects and scores whole rollouts."""
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class StopAt(BaseCallback):
+        def _on_step(self) -> bool:
+            return self.model.num_timesteps < 24  # stops after the 3rd step of the 2nd rollout
+
+    model = BatchedPPO("RLA-TextNav-v0", difficulty=0.1, n_envs=8, n_steps=4, batch_size=16, n_epochs=1,
+                       mode="oracle", seed=0)  # fmt: skip
+    model.learn(64, callback=StopAt())
+    assert model.num_timesteps == 24
+    model.learn(64, reset_num_timesteps=False)
+    assert model.num_timesteps == 24 + 64 and model.feedback is not None
+    assert model.feedback.rollout_votes.shape == (4, 8, 3)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [
