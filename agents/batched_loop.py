@@ -35,13 +35,17 @@ BATCHED_MODES = tuple(mode for mode in MODE_FLAGS if mode != "oracle-potential")
 class FeedbackVectorWrapper(VectorWrapper):
     """Records a batched env's steps for the closed loop's votes, trajectories and predictions.
 
-    The rewards it returns are the inner env's; the trainer adds the process part returned by
+    The rewards it returns are the outcome part, ``outcome_weight`` * (+1 / -1) at an episode's
+    last step (what a curriculum adapter around it sums, as on the SB3 path); the trainer adds
+    the process part returned by
     :meth:`finish_rollout` (``process_scale`` ``"step"``: lambda * mean vote on every step;
     ``"episode"``: that divided by the episode's step budget; ``"advantage"``: the mean vote
     itself, which the trainer z-scores over the rollout and adds, times lambda, to the
     advantages). ``mode`` is one of the loop's modes but ``oracle-potential``; ``prm`` is needed
     exactly by the modes whose votes come from a PRM (``policy``, ``reward``, ``env``,
-    ``rm-only``).
+    ``rm-only``). The predicted outcome of a finished episode is the PRM's (V of its last state,
+    or its steps' mean expected vote), in mode ``oracle`` the mean of its exact labels, and
+    absent in ``noisy-oracle`` (whose votes are drawn at the rollout's end).
 
     Examples:
         >>> import gymnasium as gym, rla_gym
@@ -81,8 +85,6 @@ class FeedbackVectorWrapper(VectorWrapper):
         self.prm, self.lam, self.m, self.mu = prm, float(lam), m, check_mu(mu)
         self.process_scale = process_scale
         self.outcome_weight = self.flags.outcome_weight
-        #: The callback adds no process rewards to a buffer (the trainer does): never deferred.
-        self.deferred = False
         self.rng = np.random.default_rng(seed)  # noisy-oracle's vote flips
         self.generator = torch.Generator(device=prm.device).manual_seed(seed) if prm is not None else None
         n = self.num_envs
@@ -128,7 +130,8 @@ class FeedbackVectorWrapper(VectorWrapper):
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         actions = np.asarray(actions, dtype=np.int64).reshape(self.num_envs)
-        obs, rewards, terminated, truncated, info = self.env.step(actions)
+        obs, _, terminated, truncated, info = self.env.step(actions)
+        rewards = self.outcome_weight * (terminated.astype(np.float64) - truncated.astype(np.float64))
         tokens = np.asarray(obs["tokens"])
         after, progress = tokens.copy(), info["progress"].copy()
         ended = np.flatnonzero(terminated | truncated)
@@ -171,7 +174,7 @@ class FeedbackVectorWrapper(VectorWrapper):
                 episode["label"][i, :k].copy(), float(self._levels[i]),
             ))  # fmt: skip
         self.finished.extend(new)
-        if self.prm is not None:
+        if self.flags.votes in ("prm", "exact"):
             prediction, reported = np.zeros(self.num_envs), np.zeros(self.num_envs, dtype=bool)
             prediction[ended], reported[ended] = self._predict(new, after[ended]), True
             final["rm_outcome_prediction"], final["_rm_outcome_prediction"] = prediction, reported
@@ -180,8 +183,12 @@ class FeedbackVectorWrapper(VectorWrapper):
 
     def _predict(self, trajectories: list[Trajectory], last: np.ndarray) -> np.ndarray:
         """The PRM's predicted outcome of each finished episode: V of its last state (the value
-        head), its steps' mean expected vote (the step head), in [-1, 1]."""
-        assert self.prm is not None
+        head), its steps' mean expected vote (the step head), in [-1, 1]; without a PRM (mode
+        ``oracle``) the mean of its exact labels, as the SB3 path's."""
+        if self.prm is None:
+            return np.array(
+                [np.mean(t.labels) for t in trajectories if t.labels is not None], dtype=np.float64
+            )
         if self.prm.head == "value":
             return np.clip(self.prm.values_array(last), -1.0, 1.0)
         _, estimates = self.prm.probabilities(

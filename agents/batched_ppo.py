@@ -23,7 +23,8 @@ of the update. :class:`agents.batched_loop.BatchedLoopCallback` trains the PRM a
 ``learn`` calls SB3 callbacks as SB3's on-policy algorithms do (``on_rollout_start``, ``on_step``
 after each vector step, ``on_rollout_end`` before the update), records to an SB3 ``Logger``, and
 :class:`RolloutOutcomeCallback` keeps the loop's history rows. A checkpoint holds the policy,
-its optimizer, the step counter and :attr:`BatchedPPO.generator`; the vector env's state is not
+its optimizer, the step counter and :attr:`BatchedPPO.generator` (and, in the closed loop's
+modes, the PRM, its optimizer and the curriculum: ``agents.train``); the vector env's state is not
 saved, so a resumed run continues from them with fresh episodes (seeded ``seed + num_timesteps``).
 """
 
@@ -219,7 +220,7 @@ class BatchedPPO:
         log_probs, dones = torch.empty(shape), torch.empty(shape)
         values = torch.empty((shape[0] + 1, shape[1]))
         adapter = self.curriculum_env  # its sub-envs' running episodes: trained on or not
-        trained = torch.ones(shape, dtype=torch.bool) if adapter is not None else None
+        trained = torch.ones(shape, dtype=torch.bool)
         outcome_weight = MODE_FLAGS[self.mode].outcome_weight
         assert self._obs is not None
         obs, finished = self._obs, []
@@ -227,7 +228,7 @@ class BatchedPPO:
         with torch.no_grad():
             for t in range(self.n_steps):
                 tokens[t] = torch.from_numpy(obs["tokens"])
-                if trained is not None and adapter is not None:
+                if adapter is not None:
                     trained[t] = torch.from_numpy(adapter.training)
                 log_p, values[t] = self._heads(tokens[t].to(self.device))
                 action = torch.multinomial(log_p.exp(), 1, generator=self.generator)
@@ -257,9 +258,11 @@ class BatchedPPO:
             # A_t = GAE(outcome rewards)_t + lambda * z(mean vote)_t; the critic keeps the outcome's returns
             advantages += feedback.lam * torch.from_numpy(zscore(process)).float()
         flat = [tokens.flatten(0, 1), *(x.flatten() for x in (actions, log_probs, advantages, returns))]
-        if trained is not None and not bool(trained.all()):  # the curriculum's informing-only episodes
-            keep = trained.flatten()
-            flat = [x[keep] for x in flat]
+        if adapter is not None:  # the curriculum's informing-only episodes stay out of the update
+            self.logger.record("loop/trained_share", float(trained.float().mean()))
+            if not bool(trained.all()):
+                keep = trained.flatten()
+                flat = [x[keep] for x in flat]
         return tuple(flat)
 
     def _update(

@@ -456,8 +456,9 @@ class PRMTrainer:
         self.prm, self.objective, self.lam, self.m = prm, objective, float(lam), m
         self.success_band = success_band
         self.minibatch = minibatch_trajectories
-        # one fused kernel per step (a few % of the update), as the lean PPO's policy optimizer
-        self.optimizer = torch.optim.Adam(prm.parameters(), lr=lr, fused=prm.device.type in ("cpu", "cuda"))
+        # not fused: a fused step leaves the parameters' _version as it was, which the PRM's
+        # lean forward pass reads to know that its copy of the weights is stale
+        self.optimizer = torch.optim.Adam(prm.parameters(), lr=lr)
         self.rng = np.random.default_rng(seed)
         self.generator = torch.Generator(device=prm.device).manual_seed(seed)
 
@@ -477,6 +478,7 @@ class PRMTrainer:
                 self.optimizer.zero_grad()
                 loss.backward()
                 self.optimizer.step()
+                self.prm._numpy_cache = None  # whatever the optimizer, the lean pass copies again
                 losses.append(float(loss.detach()))
         return {
             "loss": float(np.mean(losses)) if losses else float("nan"),

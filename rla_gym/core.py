@@ -87,10 +87,6 @@ class Task:
         key = f"{self.env_id}|{self.difficulty!r}|{self.seed}".encode()
         object.__setattr__(self, "task_id", hashlib.blake2b(key, digest_size=8).hexdigest())
 
-    def __hash__(self) -> int:
-        # equal tasks have equal ids, and a str caches its hash: curricula look tasks up per episode
-        return hash(self.task_id)
-
     @property
     def key(self) -> int:
         """``task_id`` as a non-negative int64 (its first 60 bits): ``info["task_key"]``."""

@@ -113,6 +113,51 @@ def test_oracle_process_rewards_are_the_weighted_exact_labels(scale: str) -> Non
     assert envs.finish_rollout().shape == (0, n)  # the next rollout starts empty
 
 
+def test_prm_votes_are_drawn_for_each_step_of_the_rollout_in_place() -> None:
+    """The PRM's process rewards: lambda * the mean of m votes drawn from P(vote = +1) of each
+    step's (obs, action, next obs), next obs the final one where an episode ended; the votes come
+    from the wrapper's generator, each sub-env's steps in a row."""
+    from agents.reward_model import draw_votes
+
+    env_id, n, steps, lam, seed = "RLA-TextNav-v0", 6, 20, 0.7, 4
+    prm = ProcessRewardModel.for_env(gym.make(env_id), head="step", embed_dim=4, hidden=16, seed=0)
+    envs = FeedbackVectorWrapper(_batched(env_id, n), prm, mode="policy", lam=lam, seed=seed)
+    obs, info = envs.reset(seed=0)
+    rng, rows = np.random.default_rng(0), []
+    for _ in range(steps):
+        actions = oracle_led_actions(info["oracle_mask"], obs["action_mask"], rng)
+        before = obs["tokens"]
+        obs, rewards, terminated, truncated, info = envs.step(actions)
+        after = obs["tokens"].copy()
+        for i in np.flatnonzero(terminated | truncated):
+            after[i] = info["final_obs"][i]["tokens"]
+        assert np.array_equal(rewards, terminated.astype(float) - truncated.astype(float))
+        rows.append((before, actions, after))
+    process = envs.finish_rollout()
+    before, actions, after = (np.stack(column).swapaxes(0, 1) for column in zip(*rows, strict=True))
+    p, _ = prm.probabilities(before.reshape(-1, 69), actions.reshape(-1), after.reshape(-1, 69))
+    votes = draw_votes(p, 3, torch.Generator().manual_seed(seed)).reshape(n, steps, 3).swapaxes(0, 1)
+    np.testing.assert_allclose(process, lam * votes.mean(axis=2), atol=1e-6)
+    assert np.array_equal(envs.rollout_votes, votes)
+
+
+def test_oracle_mode_predicts_each_episode_s_outcome_by_its_exact_labels() -> None:
+    envs = FeedbackVectorWrapper(_batched("RLA-TextNav-v0", 8), None, mode="oracle")
+    obs, info = envs.reset(seed=0)
+    rng, predictions = np.random.default_rng(0), []
+    for _ in range(60):
+        obs, _, terminated, truncated, info = envs.step(
+            oracle_led_actions(info["oracle_mask"], obs["action_mask"], rng)
+        )
+        ended = terminated | truncated
+        if ended.any():
+            assert np.array_equal(info["final_info"]["_rm_outcome_prediction"], ended)
+            predictions += info["final_info"]["rm_outcome_prediction"][ended].tolist()
+    trajectories = envs.drain()
+    assert len(trajectories) > 8
+    np.testing.assert_allclose(predictions, [t.labels.mean() for t in trajectories])
+
+
 def _oracle_votes(mode: str, mu: float = 1.5) -> np.ndarray:
     envs = FeedbackVectorWrapper(_batched("RLA-TextNav-v0", 16), None, mode=mode, mu=mu, m=4)
     obs, info = envs.reset(seed=0)
@@ -183,11 +228,12 @@ def test_the_curriculum_adapter_says_which_episodes_to_train_on() -> None:
     adapter = model.curriculum_env
     assert adapter is not None
     model._obs, _ = adapter.reset(seed=0)
-    flags, step = [], adapter.step
+    flags, tokens, step = [], [], adapter.step
 
     def recorded(actions: np.ndarray):  # the flags of the step's running episodes, as it starts
         assert np.array_equal(adapter.training, [task.seed % 2 == 0 for task in adapter.running])
         flags.append(adapter.training.copy())
+        tokens.append(adapter.env._tokens.astype(np.int64))  # the observations the policy just saw
         return step(actions)
 
     adapter.step = recorded  # type: ignore[method-assign]
@@ -197,6 +243,8 @@ def test_the_curriculum_adapter_says_which_episodes_to_train_on() -> None:
     assert rollout is not None and len(flags) == 16
     kept = int(np.sum(flags))
     assert 0 < kept < 8 * 16 and all(len(x) == kept for x in rollout)
+    expected = np.concatenate([t[f] for t, f in zip(tokens, flags, strict=True)])  # (step, env) order
+    assert np.array_equal(rollout[0].numpy(), expected)
     assert len(curriculum.results) > 0
 
 
@@ -209,8 +257,13 @@ def test_the_closed_loop_trains_the_prm_and_logs_its_rows() -> None:
     assert model.feedback is not None
     callback = BatchedLoopCallback(model.feedback, PRMTrainer(prm, "value-difference", seed=0), curriculum)
     start = [p.detach().clone() for p in prm.parameters()]
+    probe = (np.random.default_rng(0).integers(1, 40, (32, 69)), np.zeros(32, dtype=np.int64),
+             np.random.default_rng(1).integers(1, 40, (32, 69)))  # fmt: skip
+    before, _ = prm.probabilities(*probe)
     model.learn(1024, callback=callback)
     assert not all(torch.equal(a, b) for a, b in zip(start, prm.parameters(), strict=True))
+    after, _ = prm.probabilities(*probe)  # the lean pass the votes use follows the training
+    assert np.abs(after - before).max() > 1e-4
     rows = callback.history
     assert rows and {"rm/loss", "rm/balanced_accuracy", "rm/p_over", "loop/difficulty"} <= set(rows[-1])
     assert all(0.0 <= row["loop/difficulty"] <= 0.3 for row in rows)

@@ -67,12 +67,15 @@ def test_training_throughput_builds_every_configuration_and_trains_the_lean_clos
     """Every row of the benchmark builds (LoopSettings validated), and the lean closed loop's row
     trains a rollout with the PRM and the curriculum switched on."""
     throughput = load_script("benchmarks/training_throughput.py")
+    trained = 0
     for name, fields in throughput.CONFIGS.items():
         model, settings, learn = throughput.build(dict(fields), 0, 0.25)
         assert settings.difficulty == 0.25, name
         if "closed loop" in name and getattr(settings, "algo", "") == "batched-ppo":
+            trained += 1
             learn(1024)
             assert model.num_timesteps == 1024 and model.curriculum_env is not None
             assert model.feedback.rollout_votes.shape == (4, 256, 3)  # the last rollout's votes
+    assert trained == 1
     lean_loop = [n for n, f in throughput.CONFIGS.items() if f.get("algo") == "batched-ppo"]
     assert lean_loop and all(throughput.CONFIGS[n]["mode"] == "env" for n in lean_loop)

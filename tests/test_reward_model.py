@@ -207,6 +207,28 @@ def test_lean_scoring_matches_torch_and_follows_every_weight_change(env, head: s
     check()
 
 
+@pytest.mark.parametrize(("head", "objective"), [("value", "value-difference"), ("step", "regression")])
+def test_the_lean_pass_and_the_diagnostics_follow_the_trainer_s_updates(env, data, head, objective) -> None:
+    """After PRMTrainer.update the lean pass (votes, predicted outcomes, diagnostics) uses the
+    updated weights: it equals the torch pass and differs from the PRM before training."""
+    from agents.reward_model import prm_diagnostics
+
+    train, test = data
+    prm = ProcessRewardModel.for_env(env, head=head, seed=0, device="cpu")
+    steps = prm.steps(test[:20])
+    arrays = (steps["obs"].numpy(), steps["action"].numpy(), steps["next_obs"].numpy())
+    before, _ = prm.probabilities(*arrays)
+    before_metrics, _ = prm_diagnostics(prm, test[:20], warn=False)
+    PRMTrainer(prm, objective, seed=0).update(train[:128])
+    after, _ = prm.probabilities(*arrays)
+    with torch.no_grad():
+        np.testing.assert_allclose(after, torch.sigmoid(prm.logits(steps)).numpy(), atol=1e-6)
+    assert np.abs(after - before).max() > 1e-3
+    after_metrics, predicted = prm_diagnostics(prm, test[:20], warn=False)
+    np.testing.assert_allclose(predicted, prm.predict_outcomes(test[:20]), atol=1e-6)
+    assert after_metrics != before_metrics
+
+
 def test_distinct_rows_is_exact_even_when_the_hash_collides(monkeypatch) -> None:
     import agents.reward_model as reward_model
 

@@ -121,8 +121,12 @@ class CurriculumVectorWrapper(VectorWrapper):
     def _draw(self, indices: Any) -> tuple[list[Task], list[bool]]:
         """The next task of each sub-env in ``indices``, and whether to train on it (asked as
         it is handed out)."""
-        tasks = [self.curriculum.next_task(int(i)) for i in indices]
-        return tasks, [self.curriculum.trains_on(task) for task in tasks]
+        tasks, flags = [], []
+        for i in indices:
+            task = self.curriculum.next_task(int(i))
+            tasks.append(task)
+            flags.append(self.curriculum.trains_on(task))
+        return tasks, flags
 
     def _pin(self, tasks: list[Task]) -> None:
         """Pin one task per sub-env; ``set_attr`` reaches each base env (via ``set_wrapper_attr``)."""
