@@ -89,14 +89,30 @@ class GUIApp:
         children: list[list[int]] = [[] for _ in range(count)]
         dialogs = [-1] * count
         self._n_kind, self._n_label, self._n_children, self._n_dialog = kinds, labels, children, dialogs
-        self._top = list(range(count))
+        top_nodes = self._top = list(range(count))
         sub_words = _sample(getrandbits, _SUB_TOKENS, len(SUB_WORDS))
-        self._d_label = _sample(getrandbits, _DIALOG_TOKENS, k.dialogs)
-        self._d_path = []
+        d_label = self._d_label = _sample(getrandbits, _DIALOG_TOKENS, k.dialogs)
+        d_path: list[tuple[int, ...]] = []
+        self._d_path = d_path
+        rand, menu_depth, goal_dialogs, cap = rng.random, k.menu_depth, k.goal_dialogs, k.items_per_menu
         for dialog in range(k.dialogs):
-            depth = k.menu_depth if dialog < k.goal_dialogs else 1 + int(rng.random() * k.menu_depth)
-            self._d_path.append(self._place_opener(dialog, depth, k, sub_words, rng))
-        cap = k.items_per_menu
+            depth = menu_depth if dialog < goal_dialogs else 1 + int(rand() * menu_depth)
+            if depth > 1:
+                d_path.append(self._place_opener(dialog, depth, k, sub_words, rng))
+                continue
+            for _ in range(1000):  # _place_opener in a top menu, inlined (the same draws)
+                node = top_nodes[int(rand() * count)]
+                items = children[node]
+                if len(items) < cap:
+                    items.append(len(kinds))
+                    kinds.append(NODE_OPENER)
+                    labels.append(d_label[dialog])
+                    children.append([])
+                    dialogs.append(dialog)
+                    d_path.append((node,))
+                    break
+            else:
+                raise RuntimeError(f"no room for dialog {dialog} in the menus of {k}")
         for node in range(len(kinds)):
             if kinds[node] <= NODE_SUB:  # a top menu or a submenu: commands fill it up
                 items = children[node]
@@ -167,33 +183,37 @@ class GUIApp:
                 value(VALUE_TOKENS[numbers + int(rand() * words)])
 
     def _place_goals(self, k: GUIKnobs, rng: random.Random) -> None:
-        self._g_control = []
-        self._g_target = []
-        self._g_dialog = []
+        rand, kinds, initial, pages = rng.random, self._c_kind, self._initial, self._d_pages
+        controls: list[int] = []
+        targets: list[int] = []
+        goal_dialogs: list[int] = []
+        share, tabs, dialogs = k.field_share, k.tabs, k.goal_dialogs
         for g in range(k.goals):
-            dialog = g % k.goal_dialogs
-            want_field = rng.random() < k.field_share
-            page = self._d_pages[dialog][int(rng.random() * k.tabs)]
-            free = [c for c in page if c not in self._g_control]
-            fits = [c for c in free if (self._c_kind[c] != KIND_CHECK) == want_field]
+            dialog = g % dialogs
+            want_field = rand() < share
+            page = pages[dialog][int(rand() * tabs)]
+            free = [c for c in page if c not in controls]
+            fits = [c for c in free if (kinds[c] != KIND_CHECK) == want_field]
             if fits:
-                c = fits[int(rng.random() * len(fits))]
+                c = fits[int(rand() * len(fits))]
             else:  # the page lacks that kind: turn a free control into one
-                c = free[int(rng.random() * len(free))]
-                self._c_kind[c] = KIND_NUMBER if want_field else KIND_CHECK
-                self._initial[c] = _random_value(self._c_kind[c], rng)
-            target = self._initial[c]
-            while target == self._initial[c]:
-                target = _random_value(self._c_kind[c], rng)
-            self._g_control.append(c)
-            self._g_target.append(target)
-            self._g_dialog.append(dialog)
-        self._goal_of = {c: g for g, c in enumerate(self._g_control)}
-        self._d_goals = [[] for _ in range(k.dialogs)]
-        self._d_mask = [0] * k.dialogs
-        for g, dialog in enumerate(self._g_dialog):
-            self._d_goals[dialog].append(g)
-            self._d_mask[dialog] |= 1 << g
+                c = free[int(rand() * len(free))]
+                kinds[c] = KIND_NUMBER if want_field else KIND_CHECK
+                initial[c] = _random_value(kinds[c], rng)
+            kind, target = kinds[c], initial[c]
+            while target == initial[c]:
+                target = _random_value(kind, rng)
+            controls.append(c)
+            targets.append(target)
+            goal_dialogs.append(dialog)
+        self._g_control, self._g_target, self._g_dialog = controls, targets, goal_dialogs
+        self._goal_of = {c: g for g, c in enumerate(controls)}
+        d_goals: list[list[int]] = [[] for _ in range(k.dialogs)]
+        d_mask = [0] * k.dialogs
+        for g, dialog in enumerate(goal_dialogs):
+            d_goals[dialog].append(g)
+            d_mask[dialog] |= 1 << g
+        self._d_goals, self._d_mask = d_goals, d_mask
 
 
 @functools.lru_cache(maxsize=64)

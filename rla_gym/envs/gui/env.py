@@ -27,6 +27,22 @@ from rla_gym.envs.gui.observation import GUIObservation
 from rla_gym.envs.gui.oracle import GUIOracle
 from rla_gym.envs.gui.screenshot import GUIScreenshot
 
+# the two button rows of a dialog (read-only, shared by every world)
+_CLOSE_BUTTONS = [BUTTON, TOKEN_ID["close"], NONE, NONE, NONE, 0, 0, 0, 0, 0]
+_OK_CANCEL_BUTTONS = [BUTTON, TOKEN_ID["ok"], NONE, NONE, NONE, BUTTON, TOKEN_ID["cancel"], NONE, NONE, NONE]
+try:  # CPython: ``random.Random.seed`` of an int seed is this C seeding (after its type checks)
+    from _random import Random as _CRandom
+
+    _c_seed: Any = _CRandom.seed
+except ImportError:  # pragma: no cover  (other interpreters)
+    _c_seed = random.Random.seed
+
+
+def _reseed(rng: random.Random, seed: int) -> None:
+    """What ``random.Random(seed)`` draws, from ``rng`` reseeded (cheaper than building one)."""
+    _c_seed(rng, seed)
+    rng.gauss_next = None  # type: ignore[attr-defined]  # as random.Random.seed resets it
+
 
 class GUIEnv(GUIObservation, GUIOracle, GUIScreenshot, RLAEnv):
     """Settings tasks in a synthetic desktop application (OSWorld / MiniWoB-like, no browser).
@@ -120,24 +136,30 @@ class GUIEnv(GUIObservation, GUIOracle, GUIScreenshot, RLAEnv):
     noop_action = WAIT_
     text_max_length = 2000
     text_charset = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .,;:()'-[]>=\n"
+    _rng: random.Random | None = None  # the generator of the worlds, reseeded per task
 
     # ------------------------------------------------------------ generation
     def _generate(self, task: Task) -> None:
         k = gui_knobs(task.difficulty)
         self._knobs = k
-        rng = random.Random(task.seed)
+        rng = self._rng
+        if rng is None:
+            rng = self._rng = random.Random()
+        _reseed(rng, task.seed)  # a task seed is an int (Task checks it)
         self._build_menus(k, rng)
         self._build_dialogs(k, rng)
         self._place_goals(k, rng)
         self._committed = self._initial[:]
         self._pending = []
         cw = (1 << len(self._g_control)) - 1
-        self._core = main_window((), cw)
-        if k.start_open == "menus":  # the goal dialog's menus are open: its item is in sight
-            self._core = main_window(self._d_path[0], cw)
-        if k.start_open == "dialog":
+        start = k.start_open
+        if start == "dialog":
             self._pending = self._committed if k.instant_apply else self._committed[:]
             self._core = (0, (), 0, self._zeros[0], -1, cw, cw)  # the goal dialog
+        elif start == "menus":  # the goal dialog's menus are open: its item is in sight
+            self._core = main_window(self._d_path[0], cw)
+        else:
+            self._core = main_window((), cw)
         self._memo = {}
         self._mask_memo = {}
         self._oracle_memo = {}
@@ -145,5 +167,4 @@ class GUIEnv(GUIObservation, GUIOracle, GUIScreenshot, RLAEnv):
         self._token_cache = {}
         self._frame_cache = {}
         self._instruction = self._make_instruction()
-        self._buttons = [BUTTON, TOKEN_ID["close"], NONE, NONE, NONE, 0, 0, 0, 0, 0] if k.instant_apply else [
-            BUTTON, TOKEN_ID["ok"], NONE, NONE, NONE, BUTTON, TOKEN_ID["cancel"], NONE, NONE, NONE]  # fmt: skip
+        self._buttons = _CLOSE_BUTTONS if k.instant_apply else _OK_CANCEL_BUTTONS

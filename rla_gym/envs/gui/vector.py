@@ -109,6 +109,7 @@ _IS_NUMBER = np.arange(len(VALUE_TOKENS)) < len(NUMBERS)
 _SUBSET = np.arange(SUBSETS)
 _GOAL = np.arange(MAX_GOALS)
 _MEMBER = ((_SUBSET[:, None] >> _GOAL) & 1).astype(bool)  # (subset, goal)
+_MEMBERS = _MEMBER.T.astype(np.int64)  # (goal, subset)
 _TOP = np.arange(MENUBAR_SLOTS)
 _LEVEL = np.arange(LEVELS)
 _ITEM = np.arange(ITEMS)
@@ -118,6 +119,18 @@ _SLOT = np.arange(SLOT_TOKENS)
 _OFFSET = np.arange(OFFSETS, dtype=np.int16)
 _SPAN_GOAL = _GOAL * (TAB_SLOTS * OFFSETS)  # the goal's stride in a row of the span table
 _SPAN_SUBSET = MAX_GOALS * TAB_SLOTS * OFFSETS
+_FOCUS_BIT = np.append(1 << _GOAL, 0)  # a focused goal's bit; index -1 (no goal focused): none
+# admissible slots looked up in one take (fewer, smaller numpy calls than broadcasting them):
+# the menu bar's by its menus (0 in a dialog), the menu items' by [items per menu, open menus
+# (0 in a dialog)] and the tabs' by [tab pages (0 in the main window), current page]
+_BAR_ON = _TOP[None, :] < np.arange(MENUBAR_SLOTS + 1)[:, None]
+_ITEMS_ON = (
+    (_LEVEL[None, None, :, None] < np.arange(LEVELS + 2)[None, :, None, None])
+    & (_ITEM[None, None, None, :] < np.arange(ITEMS + 1)[:, None, None, None])
+).reshape((ITEMS + 1) * (LEVELS + 2), LEVELS * ITEMS)
+_TABS_ON = ((np.arange(TAB_SLOTS + 1)[:, None, None] > _PAGE) & (_PAGE[:, None] != _PAGE)).reshape(
+    -1, TAB_SLOTS
+)
 
 
 def scroll_costs(offset: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -144,12 +157,33 @@ def _table(rows: int, width: int, lists: Any, dtype: Any = np.uint8) -> np.ndarr
 
 
 def _flatten(lists: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(values, owner, position) of a list of int sequences: ``values[j] == lists[owner[j]][position[j]]``."""
-    lengths = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
-    values = np.fromiter(chain.from_iterable(lists), dtype=np.int64, count=int(lengths.sum()))
-    owner = np.repeat(np.arange(len(lists)), lengths)
-    position = np.arange(values.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    """(values, owner, position) of a list of int sequences: ``values[j] == lists[owner[j]][position[j]]``
+    (owner and position read-only)."""
+    lengths = list(map(len, lists))
+    width = lengths[0] if lengths else 0
+    if lengths.count(width) == len(lengths):  # all as long (a batch at one difficulty, mostly)
+        values = np.fromiter(chain.from_iterable(lists), dtype=np.int64, count=len(lists) * width)
+        return (values, *_grid(len(lists), width))
+    sizes = np.array(lengths, dtype=np.int64)
+    values = np.fromiter(chain.from_iterable(lists), dtype=np.int64, count=int(sizes.sum()))
+    owner = np.repeat(np.arange(len(lists)), sizes)
+    position = np.arange(values.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
     return values, owner, position
+
+
+def _grid(count: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_flatten`'s owner and position of ``count`` sequences of ``width`` items (read-only):
+    prefixes of arrays kept per width, grown as needed (a world has a few dozen widths)."""
+    grid = _GRIDS.get(width)
+    if grid is None or grid[0].size < count * width:
+        capacity = max(count, 64, 2 * grid[0].size // max(width, 1) if grid else 0)
+        grid = np.repeat(np.arange(capacity), width), np.tile(np.arange(width), capacity)
+        grid[0].flags.writeable = grid[1].flags.writeable = False
+        _GRIDS[width] = grid
+    return grid[0][: count * width], grid[1][: count * width]
+
+
+_GRIDS: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
 
 class GUIVectorEnv(ArrayVectorEnv):
@@ -220,10 +254,16 @@ class GUIVectorEnv(ArrayVectorEnv):
         self._committed = np.zeros((n, CONTROLS + 1), dtype=np.uint8)
         self._common = np.zeros((n, GOAL_DIALOGS), dtype=i64)  # see _prefixes
         self._longest = np.zeros(n, dtype=i64)
+        self._max_goals = MAX_GOALS  # the most goals of a sub-env, set by _refresh
         # what the screen shows, set by _refresh
         self._offset = np.zeros(n, dtype=i64)  # the current page's scroll offset
         self._shown = np.zeros((n, ROWS), dtype=i64)  # the controls in the pane rows
         self._row_on = np.zeros((n, ROWS), dtype=bool)
+        # each row's first index into the flattened per-node, per-menu and per-control arrays
+        self._row_nodes = self._rows_all[:, None] * NODES
+        self._row_menus = self._rows_all[:, None] * (MENUS + 1)
+        self._row_controls = self._rows_all * CONTROLS  # _c_kind, _goal_of
+        self._row_values = self._rows_all * (CONTROLS + 1)  # _pending, _committed, _control_slot
         #: The per-sub-env arrays an episode's start fills (copied row for row between equal tasks).
         self._world = (
             self._n_top, self._top, self._cap, self._kind, self._slot, self._opens, self._menu_of,
@@ -367,7 +407,7 @@ class GUIVectorEnv(ArrayVectorEnv):
         k = rows.size
         controls = self._g_control[rows]
         check = self._c_kind[rows[:, None], controls] == KIND_CHECK
-        units = (_MEMBER[None] * np.where(check, 1, 2)[:, None, :]).sum(axis=2)
+        units = np.where(check, 1, 2) @ _MEMBERS  # (k, subset): 1 a checkbox, 2 a field
         self._units[rows] = units
         # spans only over the goals, pages and offsets these rows have: the other entries are
         # never read (subsets with a missing goal cost BIG) and stay 0, as the full table has them
@@ -397,8 +437,9 @@ class GUIVectorEnv(ArrayVectorEnv):
         self._spans[rows] = table.reshape(k, SPAN_TABLE)
         # rest: every goal dialog with something to fix, opened from closed menus
         opened = units[:, :subsets] + spans[:, :, :, 0, 0].sum(axis=2)  # (k, subset): session from page 0
-        todo = _SUBSET[None, :, None] & self._d_mask[rows, None, :GOAL_DIALOGS]  # (k, subset, dialog)
-        sessions = np.take_along_axis(opened, todo.reshape(k, -1), axis=1).reshape(todo.shape)
+        todo = _SUBSET[None, :, None] & self._d_mask[rows][:, None, :GOAL_DIALOGS]  # (k, subset, dialog)
+        # todo < subsets: a dialog's goal bits are bits of the row's goals
+        sessions = opened.reshape(-1).take(np.arange(0, k * subsets, subsets)[:, None, None] + todo)
         menus = self._d_len[rows][:, None, :]  # each goal dialog's menu clicks, then its opener and OK
         rest = np.where(todo != 0, menus + 2 + sessions, 0).sum(axis=2)
         self._rest[rows] = rest - (self._instant[rows][:, None] & (rest > 0))
@@ -518,6 +559,7 @@ class GUIVectorEnv(ArrayVectorEnv):
         """What the screen shows, the masks and the token observations of every sub-env."""
         rows = self._rows_all
         in_dialog = self._dialog >= 0
+        self._max_goals = int(self._goals.max())  # what the oracle's subsets range over
         self._offset = self._offsets[rows, self._page]
         base = (np.maximum(self._dialog, 0) * self._tabs + self._page) * self._controls + self._offset
         self._row_on = in_dialog[:, None] & ((self._controls - self._offset)[:, None] > _ROW)
@@ -527,24 +569,20 @@ class GUIVectorEnv(ArrayVectorEnv):
 
     def _update_masks(self, in_dialog: np.ndarray) -> None:
         """The admissible commands of every sub-env, into ``self._masks``."""
-        n, rows = self.num_envs, self._rows_all
+        n = self.num_envs
         main = ~in_dialog
         masks = np.zeros((n, self._masks.shape[1]), dtype=bool)
-        masks[:, :LEVEL_] = main[:, None] & (self._n_top[:, None] > _TOP)
-        level_open = main[:, None] & (self._depth[:, None] > _LEVEL)
-        items = level_open[:, :, None] & (self._cap[:, None, None] > _ITEM)
-        masks[:, LEVEL_:TAB_] = items.reshape(n, LEVELS * ITEMS)
+        masks[:, :LEVEL_] = _BAR_ON.take(self._n_top * main, axis=0)
+        masks[:, LEVEL_:TAB_] = _ITEMS_ON.take(self._cap * (LEVELS + 2) + self._depth * main, axis=0)
         deep = np.flatnonzero(main & (self._depth > 1))
         if deep.size:  # re-clicking the deepest open submenu would change nothing
             level = self._depth[deep] - 2
             masks[deep, LEVEL_ + level * ITEMS + self._slot[deep, self._path[deep, level + 1]]] = False
         masks[:, ESCAPE_] = np.where(in_dialog, ~self._instant, self._depth > 0)
-        masks[:, TAB_:ROW_] = (
-            in_dialog[:, None] & (self._tabs[:, None] > _PAGE) & (self._page[:, None] != _PAGE)
-        )
+        masks[:, TAB_:ROW_] = _TABS_ON.take(self._tabs * in_dialog * TAB_SLOTS + self._page, axis=0)
         masks[:, NEXT_TAB_] = in_dialog & (self._tabs > 1)
         focus = np.maximum(self._focus, 0)
-        focus_kind = self._c_kind[rows, focus]
+        focus_kind = self._c_kind.reshape(-1).take(self._row_controls + focus)
         focus_check = (self._focus >= 0) & (focus_kind == KIND_CHECK)
         masks[:, ROW_:OK_] = self._row_on & ((self._shown != self._focus[:, None]) | focus_check[:, None])
         masks[:, OK_] = in_dialog
@@ -556,7 +594,7 @@ class GUIVectorEnv(ArrayVectorEnv):
         masks[:, TYPE_:ENTER_] = (
             field[:, None]
             & (_IS_NUMBER[None, :] == numbers[:, None])
-            & (_VALUES[None, :] != self._pending[rows, focus][:, None])
+            & (_VALUES[None, :] != self._pending.reshape(-1).take(self._row_values + focus)[:, None])
         )
         masks[:, WAIT_] = True
         self._masks[:] = masks
@@ -566,20 +604,21 @@ class GUIVectorEnv(ArrayVectorEnv):
         n, rows, tokens = self.num_envs, self._rows_all, self._tokens
         dialog = np.where(in_dialog, self._dialog, DIALOGS)  # DIALOGS: the empty rows
         focus = np.where(in_dialog & (self._focus >= 0), self._focus, CONTROLS)
-        tokens[:, _HEAD] = np.where(in_dialog, self._d_label[rows, np.minimum(dialog, DIALOGS - 1)], MAIN)
+        label = self._d_label.reshape(-1).take(rows * DIALOGS + np.minimum(dialog, DIALOGS - 1))
+        tokens[:, _HEAD] = np.where(in_dialog, label, MAIN)
         tokens[:, _HEAD + 1] = np.where(in_dialog & (self._offset > 0), MORE, NONE)
         tokens[:, _HEAD + 2] = np.where(in_dialog & (self._offset + ROWS < self._controls), MORE, NONE)
-        focused = focus < CONTROLS
+        focused, focus = focus < CONTROLS, focus + self._row_values
         tokens[:, _HEAD + 3 : _HEAD + 5] = np.where(
-            focused[:, None], self._control_slot[rows, focus, 1:], NONE
+            focused[:, None], self._control_slot.reshape(-1, 3).take(focus, axis=0)[:, 1:], NONE
         )
-        tokens[:, _HEAD + 5] = np.where(focused, self._pending[rows, focus], NONE)
+        tokens[:, _HEAD + 5] = np.where(focused, self._pending.reshape(-1).take(focus), NONE)
         flag = np.where(in_dialog[:, None], DISABLED, np.where(self._top == self._path[:, :1], OPEN, NONE))
         tokens[:, _BAR + 4 : _LEVELS : SLOT_TOKENS] = np.where(self._top >= 0, flag, 0)
         path = self._path[:, :LEVELS]
         # flat takes: several times faster than [rows, index] gathers
-        node = rows[:, None] * NODES + np.maximum(path, 0)
-        menus = np.where(path >= 0, self._menu_of.reshape(-1).take(node), MENUS) + rows[:, None] * (MENUS + 1)
+        node = self._row_nodes + np.maximum(path, 0)
+        menus = np.where(path >= 0, self._menu_of.reshape(-1).take(node), MENUS) + self._row_menus
         tokens[:, _LEVELS:_TABS] = (
             self._menu_block.reshape(-1, ITEMS * SLOT_TOKENS).take(menus, axis=0).reshape(n, -1)
         )
@@ -595,7 +634,7 @@ class GUIVectorEnv(ArrayVectorEnv):
         tokens[d, _TABS + self._page[d] * SLOT_TOKENS + 4] = ACTIVE
         shown = np.where(self._row_on, self._shown, CONTROLS)
         pane = np.empty((n, ROWS, SLOT_TOKENS), dtype=np.uint8)
-        shown += rows[:, None] * (CONTROLS + 1)
+        shown += self._row_values[:, None]
         pane[:, :, :3] = self._control_slot.reshape(-1, 3).take(shown, axis=0)
         pane[:, :, 3] = self._pending.reshape(-1).take(shown)
         pane[:, :, 4] = np.where(
@@ -610,36 +649,43 @@ class GUIVectorEnv(ArrayVectorEnv):
         cost = np.zeros(e.size, dtype=np.int64)
         in_dialog = self._dialog[e] >= 0
         m = e[~in_dialog]
-        self._common[m], self._longest[m] = self._prefixes(m)  # kept for the oracle
-        cost[~in_dialog] = self._rest[m, self._cw[m]] - np.maximum(self._longest[m], 0)
+        if m.size:  # (started rows are often all in the main window, or all in a dialog)
+            common, longest = self._prefixes(m)
+            self._common[m], self._longest[m] = common, longest  # kept for the oracle
+            cost[~in_dialog] = self._rest.reshape(-1).take(m * SUBSETS + self._cw[m]) - np.maximum(longest, 0)
         d = e[in_dialog]
-        dialog = self._dialog[d]
-        cost[in_dialog] = self._dialog_cost(
-            d, self._d_mask[d, dialog], self._page[d], self._goal_offsets(d), self._focus_goal(d),
-            self._pw[d], self._cw[d],
-        )  # fmt: skip
+        if d.size:
+            mask = self._d_mask.reshape(-1).take(d * DIALOGS + self._dialog[d])
+            cost[in_dialog] = self._dialog_cost(
+                d, mask, self._page[d], self._goal_offsets(d), self._focus_goal(d), self._pw[d], self._cw[d]
+            )
         cost[self._cw[e] == 0] = 0
         return cost
 
     def _prefixes(self, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Sub-envs ``m`` in the main window: (k, goal dialogs) the open menus' common prefix with
         each goal dialog's path, -1 for a dialog with nothing to fix; and (k,) the longest."""
-        path = self._path[m, None, :LEVELS]
+        # whole rows gathered, then sliced: several times faster than [m, :, :LEVELS] gathers
+        path = self._path[m][:, None, :LEVELS]
         # paths in a tree: equal at a level means equal up to it
-        same = ((path == self._d_path[m, :, :LEVELS]) & (path >= 0)).view(np.int8)
+        same = ((path == self._d_path[m][:, :, :LEVELS]) & (path >= 0)).view(np.int8)
         common = (same[:, :, 0] + same[:, :, 1] + same[:, :, 2]).astype(np.int64)
-        common[(self._cw[m, None] & self._d_mask[m, :GOAL_DIALOGS]) == 0] = -1
+        todo = self._cw[m][:, None] & self._d_mask[m][:, :GOAL_DIALOGS]
+        common = np.where(todo == 0, -1, common)
         return common, common.max(axis=1)
 
     def _goal_offsets(self, e: np.ndarray) -> np.ndarray:
-        """(k, goals): the scroll offset of each goal's page."""
-        return np.take_along_axis(self._offsets[e], self._g_page[e], axis=1)
+        """(k, goals): the scroll offset of each goal's page (of the first ``_max_goals`` goals, the
+        ones :meth:`_dialog_cost` reads)."""
+        page = self._g_page[e][:, : self._max_goals]
+        return self._offsets.reshape(-1).take(e[:, None] * TAB_SLOTS + page)
 
     def _focus_goal(self, e: np.ndarray) -> np.ndarray:
         """The goal whose text field has the focus, else -1."""
-        focus = np.maximum(self._focus[e], 0)
-        field = (self._focus[e] >= 0) & (self._c_kind[e, focus] != KIND_CHECK)
-        return np.where(field, self._goal_of[e, focus], -1)
+        focus = self._focus[e]
+        flat = e * CONTROLS + np.maximum(focus, 0)
+        field = (focus >= 0) & (self._c_kind.reshape(-1).take(flat) != KIND_CHECK)
+        return np.where(field, self._goal_of.reshape(-1).take(flat), -1)
 
     def _dialog_cost(
         self,
@@ -653,22 +699,25 @@ class GUIVectorEnv(ArrayVectorEnv):
     ) -> np.ndarray:
         """Exact cost of dialog states of sub-envs ``e`` (the dialog's goal ``mask``, its page,
         each goal's page offset, the focused goal field): :meth:`GUIOracle._plan` over every subset."""
+        # only the subsets of the first ``goals`` goals (the most any row has, set by _refresh):
+        # a subset with a goal a row lacks costs BIG, and a goal outside the subset spans nothing
+        goals = self._max_goals
+        subset = _SUBSET[: 1 << goals]
         wrong = pw & mask
-        left = (cw & ~mask)[:, None] | (wrong[:, None] & ~_SUBSET)  # fix the subset, leave the rest
-        focus_bit = np.left_shift(1, focus_goal, where=focus_goal >= 0, out=np.zeros_like(focus_goal))[
-            :, None
-        ]
-        spanned = _SUBSET & ~focus_bit  # the focused field is typed into without a click or scrolling
+        left = (cw & ~mask)[:, None] | (wrong[:, None] & ~subset)  # fix the subset, leave the rest
+        focus_bit = _FOCUS_BIT[focus_goal][:, None]
+        spanned = subset & ~focus_bit  # the focused field is typed into without a click or scrolling
         index = (e * SPAN_TABLE + page * OFFSETS)[:, None] + spanned * _SPAN_SUBSET
         cost = np.take(self._spans, index + offsets[:, :1])
-        for goal in range(1, MAX_GOALS):
+        for goal in range(1, goals):
             cost += np.take(self._spans, index + (offsets[:, goal, None] + _SPAN_GOAL[goal]))
-        cost += np.take(self._units, (e * SUBSETS)[:, None] + _SUBSET)
-        cost -= (_SUBSET & focus_bit) != 0
-        cost += np.take(self._rest, (e * SUBSETS)[:, None] + left)
-        cost += 1 - ((left == 0) & self._instant[e, None])  # OK, or close
-        cost[(_SUBSET & ~wrong[:, None]) != 0] = BIG
-        best = np.minimum(cost.min(axis=1), 1 + self._rest[e, cw])  # or cancel
+        base = e * SUBSETS
+        cost += np.take(self._units, base[:, None] + subset)
+        cost -= (subset & focus_bit) != 0
+        cost += np.take(self._rest, base[:, None] + left)
+        cost += 1 - ((left == 0) & self._instant[e][:, None])  # OK, or close
+        cost[(subset & ~wrong[:, None]) != 0] = BIG
+        best = np.minimum(cost.min(axis=1), 1 + np.take(self._rest, base + cw))  # or cancel
         best[cw == 0] = 0
         return best
 
@@ -696,11 +745,17 @@ class GUIVectorEnv(ArrayVectorEnv):
         """Oracle commands of sub-envs ``m`` in the main window. The cost there is ``rest[cw]`` less
         the longest common prefix P of the open menus with a goal dialog's path, so only a click
         that extends a longest prefix by one lowers it (P = 0: the dialog's top menu; else its next
-        submenu), or one that opens a goal dialog whose menus are all open (costed exactly)."""
-        target = self._distance[m] - 1
+        submenu), or one that opens a goal dialog whose menus are all open. That one always does:
+        the goal dialogs all lie ``menu depth`` menus deep, so P is its path's length, and opening
+        it, fixing its settings from page 0 and saving is the plan ``rest[cw]`` counts for it, so
+        the opened dialog costs at most the distance less one, and an exact distance drops by at
+        most one a command (checked against the costing of the opened dialog over every
+        difficulty)."""
         common, longest = self._common[m], self._longest[m]  # set by _cost with the state
         for d in range(GOAL_DIALOGS):
             length = self._d_len[m, d]
+            if not length.any():  # no row has this goal dialog: nothing to click towards it
+                continue
             on = (common[:, d] == longest) & (longest < length)
             top = on & (longest == 0)
             e = m[top]
@@ -709,15 +764,10 @@ class GUIVectorEnv(ArrayVectorEnv):
             e, level = m[sub], longest[sub] - 1
             oracle[e, LEVEL_ + level * ITEMS + self._slot[e, self._d_path[e, d, level + 1]]] = True
             full = np.flatnonzero((common[:, d] == length) & (length > 0))
-            if full.size:
+            if full.size:  # the opener: always one of the oracle's (see the docstring)
                 e = m[full]
-                mask = self._d_mask[e, d]
-                zeros = np.zeros((e.size, MAX_GOALS), dtype=np.int64)
-                cost = self._dialog_cost(
-                    e, mask, zeros[:, 0], zeros, zeros[:, 0] - 1, self._cw[e] & mask, self._cw[e]
-                )
                 action = LEVEL_ + (length[full] - 1) * ITEMS + self._slot[e, self._d_opener[e, d]]
-                oracle[e, action] = cost == target[full]
+                oracle[e, action] = True
 
     def _dialog_oracle(self, d: np.ndarray, oracle: np.ndarray) -> None:
         """Oracle commands of sub-envs ``d`` with a dialog open. OK and Cancel lead to the main
@@ -746,7 +796,7 @@ class GUIVectorEnv(ArrayVectorEnv):
         new_page = np.repeat(page[:, None], kinds, axis=1)
         new_page[:, :TAB_SLOTS] = _PAGE
         new_offsets = np.repeat(offsets[:, None, :], kinds, axis=1)
-        on_page = self._g_page[d] == page[:, None]
+        on_page = self._g_page[d][:, : self._max_goals] == page[:, None]
         new_offsets[:, TAB_SLOTS] -= on_page
         new_offsets[:, TAB_SLOTS + 1] += on_page
         new_focus = np.repeat(focus_goal[:, None], kinds, axis=1)
@@ -754,9 +804,9 @@ class GUIVectorEnv(ArrayVectorEnv):
         new_pw = np.repeat(pw[:, None], kinds, axis=1)
         new_cw = np.repeat(cw[:, None], kinds, axis=1)
         row = slice(TAB_SLOTS + 2, TAB_SLOTS + 2 + ROWS)
-        shown = self._shown[d]
-        goal = self._goal_of[d[:, None], shown]
-        check = self._c_kind[d[:, None], shown] == KIND_CHECK
+        shown = self._row_controls[d][:, None] + self._shown[d]  # into the flattened _goal_of, _c_kind
+        goal = self._goal_of.reshape(-1).take(shown)
+        check = self._c_kind.reshape(-1).take(shown) == KIND_CHECK
         new_focus[:, row] = np.where(check, -1, goal)
         bit = np.where((goal >= 0) & check, np.left_shift(1, np.maximum(goal, 0)), 0)
         new_pw[:, row] ^= bit
