@@ -91,3 +91,14 @@ def test_vector_page_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     (code,) = re.findall(r"```python\n(.*?)```", page, flags=re.S)
     exec(compile(code, "vector.md", "exec"), {})
     assert capsys.readouterr().out.startswith("(256, 69) [")
+
+
+def test_the_lean_closed_loop_example_on_the_loop_page_runs() -> None:
+    page = (ROOT / "docs" / "loop.md").read_text()
+    (code,) = [
+        block for block in re.findall(r"```python\n(.*?)```", page, flags=re.S) if "BatchedPPO" in block
+    ]
+    namespace: dict = {}
+    exec(compile(code, "loop.md", "exec"), namespace)
+    assert namespace["model"].num_timesteps == 4096
+    assert {"rm/loss", "curriculum/episodes"} <= set(namespace["loop"].history[-1])
