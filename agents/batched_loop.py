@@ -23,7 +23,14 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
-from agents.loop_runtime import MODE_FLAGS, PROCESS_SCALES, RLAnythingCallback, check_mode, check_mu
+from agents.loop_runtime import (
+    MODE_FLAGS,
+    PROCESS_SCALES,
+    RLAnythingCallback,
+    check_mode,
+    check_mu,
+    check_voters,
+)
 from agents.reward_model import PRMTrainer, ProcessRewardModel, draw_votes
 from agents.trajectories import Trajectory
 from rla_gym.curricula.base import Curriculum
@@ -72,16 +79,9 @@ class FeedbackVectorWrapper(VectorWrapper):
         if env.metadata.get("autoreset_mode") != AutoresetMode.SAME_STEP:
             given = env.metadata.get("autoreset_mode")
             raise ValueError(f"FeedbackVectorWrapper needs autoreset_mode SAME_STEP, got {given!r}")
-        if self.flags.uses_prm and prm is None:
-            raise ValueError(f"mode {mode!r} needs a ProcessRewardModel")
-        if not self.flags.uses_prm and prm is not None:
-            raise ValueError(f"mode {mode!r} votes with the env's exact labels: pass prm=None")
+        check_voters(mode, prm, lam, m)
         if process_scale not in PROCESS_SCALES:
             raise ValueError(f"process_scale must be one of {PROCESS_SCALES}, got {process_scale!r}")
-        if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not np.isfinite(lam) or lam < 0:
-            raise ValueError(f"lam must be a finite number >= 0, got {lam!r}")
-        if isinstance(m, bool) or not isinstance(m, int) or m < 1:
-            raise ValueError(f"m must be an integer >= 1, got {m!r}")
         self.prm, self.lam, self.m, self.mu = prm, float(lam), m, check_mu(mu)
         self.process_scale = process_scale
         self.outcome_weight = self.flags.outcome_weight

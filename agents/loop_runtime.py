@@ -114,6 +114,19 @@ def check_mu(mu: float) -> float:
     return float(mu)
 
 
+def check_voters(mode: str, prm: ProcessRewardModel | None, lam: float, m: int) -> None:
+    """A PRM exactly where ``mode``'s votes come from one, lambda finite and >= 0, m >= 1 votes."""
+    flags = MODE_FLAGS[check_mode(mode)]
+    if flags.uses_prm and prm is None:
+        raise ValueError(f"mode {mode!r} needs a ProcessRewardModel")
+    if flags.oracle and prm is not None:
+        raise ValueError(f"mode {mode!r} votes with the env's exact labels: pass prm=None")
+    if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not np.isfinite(lam) or lam < 0:
+        raise ValueError(f"lam must be a finite number >= 0, got {lam!r}")
+    if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+        raise ValueError(f"m must be an integer >= 1, got {m!r}")
+
+
 def check_mode(mode: str) -> str:
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -178,14 +191,7 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
         self.mu = check_mu(mu)
         self.gamma = check_difficulty(gamma, "gamma")
         self.rng = np.random.default_rng(seed)  # noisy-oracle's vote flips
-        if self.flags.uses_prm and prm is None:
-            raise ValueError(f"mode {mode!r} needs a ProcessRewardModel")
-        if self.flags.oracle and prm is not None:
-            raise ValueError(f"mode {mode!r} votes with the env's exact labels: pass prm=None")
-        if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not np.isfinite(lam) or lam < 0:
-            raise ValueError(f"lam must be a finite number >= 0, got {lam!r}")
-        if isinstance(m, bool) or not isinstance(m, int) or m < 1:
-            raise ValueError(f"m must be an integer >= 1, got {m!r}")
+        check_voters(mode, prm, lam, m)
         self.prm, self.lam, self.m, self.deferred = prm, float(lam), m, bool(deferred)
         # a PRM's votes on a deferred rollout are cast at its end (oracle votes cost nothing)
         self._late_votes = self.deferred and prm is not None
