@@ -186,9 +186,7 @@ class FeedbackVectorWrapper(VectorWrapper):
         head), its steps' mean expected vote (the step head), in [-1, 1]; without a PRM (mode
         ``oracle``) the mean of its exact labels, as the SB3 path's."""
         if self.prm is None:
-            return np.array(
-                [np.mean(t.labels) for t in trajectories if t.labels is not None], dtype=np.float64
-            )
+            return np.array([np.mean(np.asarray(t.labels)) for t in trajectories], dtype=np.float64)
         if self.prm.head == "value":
             return np.clip(self.prm.values_array(last), -1.0, 1.0)
         _, estimates = self.prm.probabilities(

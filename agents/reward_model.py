@@ -237,8 +237,7 @@ class ProcessRewardModel(nn.Module):
                 estimates_t = 2 * p_t - 1 if next_values_t is None else next_values_t.clamp(-1.0, 1.0)
             return p_t.cpu().numpy(), estimates_t.cpu().numpy()
         logits, next_values = self.lean_logits(obs, actions, next_obs)
-        with np.errstate(over="ignore"):  # exp(-logit) = inf for logit << 0: p = 0, as it should be
-            p = 1.0 / (1.0 + np.exp(-logits))
+        p = _sigmoid(logits)
         estimates = 2 * p - 1 if next_values is None else np.clip(next_values, -1.0, 1.0)
         return p, estimates
 
@@ -415,6 +414,12 @@ def draw_votes(p: np.ndarray, m: int, generator: torch.Generator | None = None) 
     device = generator.device if generator is not None else "cpu"
     draws = torch.rand((len(p), m), generator=generator, device=device).cpu().numpy()
     return np.where(draws < p[:, None], np.float32(1.0), np.float32(-1.0))
+
+
+def _sigmoid(logits: np.ndarray) -> np.ndarray:
+    """P(vote = +1) of numpy logits."""
+    with np.errstate(over="ignore"):  # exp(-logit) = inf for logit << 0: p = 0, as it should be
+        return 1.0 / (1.0 + np.exp(-logits))
 
 
 def _numpy_mlp(weights: dict[str, Any], name: str, x: np.ndarray) -> np.ndarray:
@@ -627,8 +632,7 @@ def prm_diagnostics(
         logits = logits_t.cpu().numpy()
         next_values = None if next_values_t is None else next_values_t.cpu().numpy()
         unchanged = rows_equal(steps["obs"], steps["next_obs"]).cpu().numpy()
-    with np.errstate(over="ignore"):  # exp(-logit) = inf for logit << 0: p = 0
-        p = 1.0 / (1.0 + np.exp(-logits.astype(np.float32)))
+    p = _sigmoid(logits.astype(np.float32))
     labels = np.concatenate([t.labels for t in trajectories])
     positive = labels > 0
     predicted = logits > 0

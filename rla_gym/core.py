@@ -177,6 +177,8 @@ class RLAEnv(gym.Env[Any, np.int64]):
 
     def set_task(self, task: Task | None) -> None:
         """Run ``task`` at every reset from the next one on; ``None`` unpins it."""
+        if task is not None and task is self._pinned_task:  # pinned already (adapters re-pin often)
+            return
         if task is not None:
             if not isinstance(task, Task):
                 raise TypeError(f"task must be an rla_gym.Task or None, got {task!r}")

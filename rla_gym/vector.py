@@ -317,17 +317,11 @@ class RLAVectorEnv(VectorEnv):
         return tuple(getattr(env, name) for env in self.envs)
 
     def set_attr(self, name: str, values: Any) -> None:
-        """Set ``name`` on every sub-env: one value each (a list or tuple) or the same for all.
-
-        A sub-env already pinned to the very task given for ``pinned_task`` is left as it is
-        (re-pinning it would change nothing): curriculum adapters pin every sub-env's next task
-        at every step in which an episode starts."""
+        """Set ``name`` on every sub-env: one value each (a list or tuple) or the same for all."""
         if not isinstance(values, (list, tuple)):
             values = [values] * self.num_envs
-        pinning = name == "pinned_task"
         for env, value in zip(self.envs, self._per_env(values, "values"), strict=True):
-            if not (pinning and value is not None and env._pinned_task is value):
-                setattr(env, name, value)
+            setattr(env, name, value)
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call method ``name`` of every sub-env (or read the attribute) and return the results.

@@ -21,7 +21,7 @@ from agents.loop import LoopSettings, apply_preset, build_loop, validate_setting
 from agents.reward_model import PRMTrainer, ProcessRewardModel
 from agents.train import _restore, load_checkpoint
 from rla_gym.core import Task
-from rla_gym.curricula import FixedCurriculum, UniformCurriculum
+from rla_gym.curricula import UniformCurriculum
 from rla_gym.curricula.base import EpisodeResult
 from rla_gym.evaluation import evaluate, heldout_seeds
 from rla_gym.wrappers.vector import CurriculumVectorWrapper
@@ -323,7 +323,6 @@ def test_a_curriculum_that_needs_the_learner_s_values_is_refused() -> None:
     with pytest.raises(ValueError, match="needs autoreset_mode SAME_STEP"):
         FeedbackVectorWrapper(gym.make_vec("RLA-TextNav-v0", num_envs=2), None, mode="oracle")
     assert "oracle-potential" not in BATCHED_MODES and "env" in BATCHED_MODES
-    assert FixedCurriculum("RLA-TextNav-v0", 0.2).needs_values is False
 
 
 #: A short closed-loop batched-ppo run: 32 envs x 4 steps, small minibatches, a small PRM.
