@@ -242,16 +242,36 @@ class BatchedLoopCallback(RLAnythingCallback):
     """The closed loop's callback for :class:`agents.batched_ppo.BatchedPPO`: at each rollout's
     end the PRM trains on its finished trajectories (modes ``reward``, ``env``, ``rm-only``) and
     the loop's metrics are logged, as :class:`~agents.loop_runtime.RLAnythingCallback` does for
-    SB3; the trainer has already added the process rewards."""
+    SB3; the trainer has already added the process rewards.
+
+    With ``beside_update`` (the default) the PRM's diagnostics and training run in a worker
+    thread while the policy updates on the same rollout (:meth:`BatchedPPO.beside_update`): the
+    two touch different models and the rollout's votes are already drawn, so the results are
+    those of running them one after the other, and the row is logged before the iteration's
+    log is written.
+    """
 
     def __init__(
         self, feedback: FeedbackVectorWrapper, trainer: PRMTrainer | None,
         curriculum: Curriculum | None = None, *, prm_epochs: int = 1, prm_replay: int = 1,
+        beside_update: bool = True,
     ) -> None:  # fmt: skip
         super().__init__(
             feedback,  # type: ignore[arg-type]  # the same attributes, on a Gymnasium vector wrapper
             trainer, curriculum, prm_epochs=prm_epochs, prm_replay=prm_replay,
         )  # fmt: skip
+        if not isinstance(beside_update, bool):
+            raise TypeError(f"beside_update must be a bool, got {beside_update!r}")
+        self.beside_update = beside_update
 
     def _on_rollout_end(self) -> None:
-        self._record_rollout(self.reward_env.drain())
+        trajectories = self.reward_env.drain()
+        beside = getattr(self.model, "beside_update", None)
+        if not self.beside_update or beside is None:
+            self._record_rollout(trajectories)
+            return
+        beside(lambda: self._rollout_row(trajectories), self._settled)
+
+    def _settled(self, row: dict[str, float] | None) -> None:
+        if row is not None:
+            self._log_row(row)

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import gymnasium as gym
@@ -156,6 +158,8 @@ class BatchedPPO:
         self.rollout_outcomes = np.zeros(0, dtype=np.int64)
         self._obs: dict[str, np.ndarray] | None = None
         self._logger = Logger(folder=None, output_formats=[])
+        self._beside: list[tuple[Future[Any], Callable[[Any], None]]] = []
+        self._worker: ThreadPoolExecutor | None = None
 
     @property
     def logger(self) -> Logger:
@@ -173,6 +177,26 @@ class BatchedPPO:
     def predict(self, observation: Any, deterministic: bool = False, **kwargs: Any) -> Any:
         """The policy's ``predict`` (SB3's signature)."""
         return self.policy.predict(observation, deterministic=deterministic, **kwargs)
+
+    def beside_update(self, work: Callable[[], Any], done: Callable[[Any], None]) -> None:
+        """Run ``work()`` in a worker thread while this rollout's policy update runs (a callback's
+        ``on_rollout_end`` asks); ``done(result)`` follows in the learner's thread once both have
+        finished, before the iteration's log is written and the next rollout starts.
+
+        ``work`` must not touch the policy, its optimizer or the env (the closed loop's PRM
+        training and diagnostics, which touch only the PRM); torch releases the GIL in its
+        kernels, so with a second core the two overlap. An exception in ``work`` is raised
+        in the learner's thread.
+        """
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="beside-update")
+        self._beside.append((self._worker.submit(work), done))
+
+    def _settle(self) -> None:
+        """Wait for the work started by :meth:`beside_update` and hand each result to its ``done``."""
+        pending, self._beside = self._beside, []
+        for future, done in pending:
+            done(future.result())
 
     def _heads(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Action log-probabilities and values of a batch of token rows."""
@@ -195,21 +219,31 @@ class BatchedPPO:
         hooks.init_callback(self)  # type: ignore[arg-type]  # SB3 types it as its own algorithm
         target, start, iterations = self.num_timesteps + total_timesteps, time.perf_counter(), 0
         hooks.on_training_start(locals(), globals())
-        while self.num_timesteps < target:
-            hooks.on_rollout_start()
-            rollout = self._collect(hooks)
-            if rollout is None:
-                break
-            hooks.on_rollout_end()
-            self.policy.set_training_mode(True)
-            self._update(*rollout)
-            iterations += 1
-            self.logger.record("time/iterations", iterations)
-            self.logger.record("time/fps", int(self.num_timesteps / max(time.perf_counter() - start, 1e-9)))
-            self.logger.record("time/total_timesteps", self.num_timesteps)
-            self.logger.dump(step=self.num_timesteps)
+        try:
+            while self.num_timesteps < target:
+                hooks.on_rollout_start()
+                rollout = self._collect(hooks)
+                if rollout is None:
+                    break
+                hooks.on_rollout_end()
+                self.policy.set_training_mode(True)
+                self._update(*rollout)
+                self._settle()
+                iterations += 1
+                self._log_iteration(iterations, start)
+        finally:
+            if self._worker is not None:  # nothing left running after learn (an error included)
+                self._worker.shutdown(wait=True)
+                self._worker, self._beside = None, []
         hooks.on_training_end()
         return self
+
+    def _log_iteration(self, iterations: int, start: float) -> None:
+        """The iteration's ``time/`` keys, then the logger's dump (SB3's rows)."""
+        self.logger.record("time/iterations", iterations)
+        self.logger.record("time/fps", int(self.num_timesteps / max(time.perf_counter() - start, 1e-9)))
+        self.logger.record("time/total_timesteps", self.num_timesteps)
+        self.logger.dump(step=self.num_timesteps)
 
     def _collect(self, hooks: CallbackList) -> tuple[torch.Tensor, ...] | None:
         """One rollout: tokens, actions, old log-probabilities, advantages, returns (flat); None

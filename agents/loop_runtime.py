@@ -531,8 +531,15 @@ class RLAnythingCallback(BaseCallback):
 
     def _record_rollout(self, trajectories: list[Trajectory]) -> None:
         """The rollout's history row (PRM diagnostics and training, curriculum metrics), logged."""
+        row = self._rollout_row(trajectories)
+        if row is not None:
+            self._log_row(row)
+
+    def _rollout_row(self, trajectories: list[Trajectory]) -> dict[str, float] | None:
+        """The PRM's diagnostics and training on the rollout's finished trajectories, and the
+        curriculum's metrics, as a history row (None without trajectories); logs nothing."""
         if not trajectories:
-            return
+            return None
         levels = [t.difficulty for t in trajectories if t.difficulty is not None]
         row = {
             "loop/timesteps": float(self.model.num_timesteps),
@@ -552,6 +559,10 @@ class RLAnythingCallback(BaseCallback):
                 row["rm/loss"] = self.trainer.update(pooled, epochs=self.prm_epochs)["loss"]
         if self.curriculum is not None:
             row.update({f"curriculum/{k}": float(v) for k, v in self.curriculum.metrics().items()})
+        return row
+
+    def _log_row(self, row: dict[str, float]) -> None:
+        """Record a history row to the logger and keep it."""
         for key, value in row.items():
             self.logger.record(key, value)
         self.history.append(row)

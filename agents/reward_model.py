@@ -461,9 +461,10 @@ class PRMTrainer:
         self.prm, self.objective, self.lam, self.m = prm, objective, float(lam), m
         self.success_band = success_band
         self.minibatch = minibatch_trajectories
-        # not fused: a fused step leaves the parameters' _version as it was, which the PRM's
-        # lean forward pass reads to know that its copy of the weights is stale
-        self.optimizer = torch.optim.Adam(prm.parameters(), lr=lr)
+        # fused where it can be (the same update, fewer kernels): a fused step leaves the
+        # parameters' _version as it was, so update() drops the PRM's lean copy of the weights
+        fused = prm.device.type in ("cpu", "cuda")
+        self.optimizer = torch.optim.Adam(prm.parameters(), lr=lr, fused=fused)
         self.rng = np.random.default_rng(seed)
         self.generator = torch.Generator(device=prm.device).manual_seed(seed)
 

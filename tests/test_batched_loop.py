@@ -21,7 +21,7 @@ from agents.loop import LoopSettings, apply_preset, build_loop, validate_setting
 from agents.reward_model import PRMTrainer, ProcessRewardModel
 from agents.train import _restore, load_checkpoint
 from rla_gym.core import Task
-from rla_gym.curricula import UniformCurriculum
+from rla_gym.curricula import TaskPoolCurriculum, UniformCurriculum
 from rla_gym.curricula.base import EpisodeResult
 from rla_gym.evaluation import evaluate, heldout_seeds
 from rla_gym.wrappers.vector import CurriculumVectorWrapper
@@ -267,6 +267,73 @@ def test_the_closed_loop_trains_the_prm_and_logs_its_rows() -> None:
     rows = callback.history
     assert rows and {"rm/loss", "rm/balanced_accuracy", "rm/p_over", "loop/difficulty"} <= set(rows[-1])
     assert all(0.0 <= row["loop/difficulty"] <= 0.3 for row in rows)
+
+
+def _closed_loop(
+    beside_update: bool, trainer_class: type = PRMTrainer
+) -> tuple[BatchedPPO, BatchedLoopCallback]:
+    env_id = "RLA-TextNav-v0"
+    prm = ProcessRewardModel.for_env(gym.make(env_id), head="value", embed_dim=4, hidden=16, seed=0)
+    curriculum = TaskPoolCurriculum(env_id, bounds=(0.0, 0.3), seed=0)
+    model = BatchedPPO(env_id, difficulty=0.2, n_envs=16, n_steps=8, batch_size=64, n_epochs=2,
+                       mode="env", prm=prm, curriculum=curriculum, seed=0)  # fmt: skip
+    assert model.feedback is not None
+    trainer = trainer_class(prm, "value-difference", seed=0)
+    callback = BatchedLoopCallback(model.feedback, trainer, curriculum, beside_update=beside_update)
+    return model, callback
+
+
+def test_the_prm_s_work_beside_the_update_runs_in_a_worker_and_changes_nothing() -> None:
+    """Diagnostics and PRM training in a worker thread while the policy updates: the same run
+    (rows, policy, PRM, curriculum) as one after the other, each row logged in its iteration."""
+    import threading
+
+    threads: list[str] = []
+
+    class Recording(PRMTrainer):
+        def update(self, trajectories: list, epochs: int = 1) -> dict[str, float]:
+            threads.append(threading.current_thread().name)
+            return super().update(trajectories, epochs)
+
+    runs = []
+    for beside in (True, False):
+        threads.clear()
+        model, callback = _closed_loop(beside, Recording)
+        dumped: list[float] = []
+        dump = model.logger.dump
+
+        def counting_dump(step: int = 0, _dump=dump, _model=model, _seen=dumped) -> None:
+            # the rollout's row is in the logger before its iteration's dump
+            _seen.append(_model.logger.name_to_value.get("loop/timesteps", float("nan")))
+            _dump(step)
+
+        model.logger.dump = counting_dump  # type: ignore[method-assign]
+        model.learn(1024, callback=callback)
+        assert threads and all(name.startswith("beside-update") == beside for name in threads)
+        runs.append((model, callback, dumped))
+    (fast, fast_cb, fast_dumps), (slow, slow_cb, slow_dumps) = runs
+    assert len(fast_cb.history) == len(slow_cb.history) == 8
+    for a, b in zip(fast_cb.history, slow_cb.history, strict=True):
+        assert a.keys() == b.keys()
+        assert all(a[k] == b[k] or (np.isnan(a[k]) and np.isnan(b[k])) for k in a)
+    assert fast_dumps == slow_dumps == [128.0 * k for k in range(1, 9)]
+    for a, b in ((fast.policy, slow.policy), (fast.feedback.prm, slow.feedback.prm)):  # type: ignore[union-attr]
+        assert all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters(), strict=True))
+    assert fast_cb.curriculum.state_dict() == slow_cb.curriculum.state_dict()  # type: ignore[union-attr]
+    assert fast._worker is None  # shut down when learn returns
+
+
+def test_an_error_in_the_prm_s_work_beside_the_update_reaches_learn() -> None:
+    class Failing(PRMTrainer):
+        def update(self, trajectories: list, epochs: int = 1) -> dict[str, float]:
+            raise RuntimeError("PRM update failed")
+
+    model, callback = _closed_loop(True, Failing)
+    with pytest.raises(RuntimeError, match="PRM update failed"):
+        model.learn(256, callback=callback)
+    assert model._worker is None
+    with pytest.raises(TypeError, match="beside_update must be a bool, got 1"):
+        BatchedLoopCallback(model.feedback, None, beside_update=1)  # type: ignore[arg-type]
 
 
 def test_a_rollout_cut_short_by_a_callback_leaves_the_next_one_whole() -> None:
