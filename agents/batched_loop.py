@@ -161,41 +161,49 @@ class FeedbackVectorWrapper(VectorWrapper):
             self._episode[key] = grown
 
     def _end(self, ended: np.ndarray, after: np.ndarray, final: dict[str, Any], info: dict[str, Any]) -> None:
-        """Episodes ended in ``ended``: trajectories, the PRM's predicted outcomes, new episodes."""
-        episode, outcomes, first = self._episode, final["outcome"][ended], self._first
-        new = []
-        for i, k, outcome in zip(
-            ended.tolist(), self._length[ended].tolist(), outcomes.tolist(), strict=True
-        ):
-            after_i = episode["after"][i, :k].copy()
-            before_i = np.concatenate([first[i : i + 1], after_i[:-1]])
-            new.append(Trajectory(
-                before_i, episode["action"][i, :k].copy(), after_i, int(outcome), str(self._tasks[i]),
-                episode["label"][i, :k].copy(), float(self._levels[i]),
-            ))  # fmt: skip
+        """Episodes ended in ``ended``: trajectories, the PRM's predicted outcomes, new episodes.
+
+        Their steps are gathered from the episode buffers in one go, the trajectories being
+        consecutive slices of the gathered arrays."""
+        episode, lengths = self._episode, self._length[ended]
+        starts = np.cumsum(lengths) - lengths
+        rows = np.repeat(ended, lengths)
+        cols = np.arange(int(lengths.sum())) - np.repeat(starts, lengths)
+        next_obs = episode["after"][rows, cols]
+        obs = np.empty_like(next_obs)  # a step's observation is the step before's next one ...
+        obs[1:] = next_obs[:-1]
+        obs[starts] = self._first[ended]  # ... but an episode's first
+        actions, labels = episode["action"][rows, cols], episode["label"][rows, cols]
+        new = [
+            Trajectory(obs[a:b], actions[a:b], next_obs[a:b], outcome, str(task), labels[a:b], level)
+            for a, b, outcome, task, level in zip(
+                starts.tolist(), (starts + lengths).tolist(), final["outcome"][ended].astype(int).tolist(),
+                self._tasks[ended].tolist(), self._levels[ended].tolist(), strict=True,
+            )
+        ]  # fmt: skip
         self.finished.extend(new)
         if self.flags.votes in ("prm", "exact"):
             prediction, reported = np.zeros(self.num_envs), np.zeros(self.num_envs, dtype=bool)
-            prediction[ended], reported[ended] = self._predict(new, after[ended]), True
+            steps = (obs, actions, next_obs, labels)
+            prediction[ended], reported[ended] = self._predict(steps, starts, lengths, after[ended]), True
             final["rm_outcome_prediction"], final["_rm_outcome_prediction"] = prediction, reported
         self._length[ended] = 0
         self._begin(ended, info)
 
-    def _predict(self, trajectories: list[Trajectory], last: np.ndarray) -> np.ndarray:
-        """The PRM's predicted outcome of each finished episode: V of its last state (the value
-        head), its steps' mean expected vote (the step head), in [-1, 1]; without a PRM (mode
-        ``oracle``) the mean of its exact labels, as the SB3 path's."""
+    def _predict(
+        self, steps: tuple[np.ndarray, ...], starts: np.ndarray, lengths: np.ndarray, last: np.ndarray
+    ) -> np.ndarray:
+        """The PRM's predicted outcome of each finished episode (its steps ``steps[0][a:a + k]``
+        for each start a and length k): V of its last state (the value head), its steps' mean
+        expected vote (the step head), in [-1, 1]; without a PRM (mode ``oracle``) the mean of
+        its exact labels, as the SB3 path's."""
+        obs, actions, next_obs, labels = steps
         if self.prm is None:
-            return np.array([np.mean(np.asarray(t.labels)) for t in trajectories], dtype=np.float64)
+            return np.add.reduceat(labels.astype(np.float64), starts) / lengths
         if self.prm.head == "value":
             return np.clip(self.prm.values_array(last), -1.0, 1.0)
-        _, estimates = self.prm.probabilities(
-            np.concatenate([t.obs for t in trajectories]), np.concatenate([t.actions for t in trajectories]),
-            np.concatenate([t.next_obs for t in trajectories]),
-        )  # fmt: skip
-        lengths = np.array([len(t) for t in trajectories])
-        means = np.add.reduceat(estimates, np.cumsum(lengths) - lengths) / lengths
-        return np.clip(means, -1.0, 1.0)
+        _, estimates = self.prm.probabilities(obs, actions, next_obs)
+        return np.clip(np.add.reduceat(estimates, starts) / lengths, -1.0, 1.0)
 
     def finish_rollout(self) -> np.ndarray:
         """The process part (steps since the last call, n_envs), votes drawn now in one call.
