@@ -248,14 +248,24 @@ def test_the_curriculum_adapter_says_which_episodes_to_train_on() -> None:
     assert len(curriculum.results) > 0
 
 
-def test_the_closed_loop_trains_the_prm_and_logs_its_rows() -> None:
+def _closed_loop(
+    curriculum_class: type, *, n_epochs: int = 1, beside_update: bool = True, trainer_class: type = PRMTrainer
+) -> tuple[BatchedPPO, BatchedLoopCallback, ProcessRewardModel]:
+    """A small closed loop on BatchedPPO: 16 envs x 8 steps, a small value-head PRM, a
+    curriculum within [0, 0.3]."""
     env_id = "RLA-TextNav-v0"
     prm = ProcessRewardModel.for_env(gym.make(env_id), head="value", embed_dim=4, hidden=16, seed=0)
-    curriculum = UniformCurriculum(env_id, bounds=(0.0, 0.3), seed=0)
-    model = BatchedPPO(env_id, difficulty=0.2, n_envs=16, n_steps=8, batch_size=64, n_epochs=1,
+    curriculum = curriculum_class(env_id, bounds=(0.0, 0.3), seed=0)
+    model = BatchedPPO(env_id, difficulty=0.2, n_envs=16, n_steps=8, batch_size=64, n_epochs=n_epochs,
                        mode="env", prm=prm, curriculum=curriculum, seed=0)  # fmt: skip
     assert model.feedback is not None
-    callback = BatchedLoopCallback(model.feedback, PRMTrainer(prm, "value-difference", seed=0), curriculum)
+    trainer = trainer_class(prm, "value-difference", seed=0)
+    callback = BatchedLoopCallback(model.feedback, trainer, curriculum, beside_update=beside_update)
+    return model, callback, prm
+
+
+def test_the_closed_loop_trains_the_prm_and_logs_its_rows() -> None:
+    model, callback, prm = _closed_loop(UniformCurriculum)
     start = [p.detach().clone() for p in prm.parameters()]
     probe = (np.random.default_rng(0).integers(1, 40, (32, 69)), np.zeros(32, dtype=np.int64),
              np.random.default_rng(1).integers(1, 40, (32, 69)))  # fmt: skip
@@ -267,20 +277,6 @@ def test_the_closed_loop_trains_the_prm_and_logs_its_rows() -> None:
     rows = callback.history
     assert rows and {"rm/loss", "rm/balanced_accuracy", "rm/p_over", "loop/difficulty"} <= set(rows[-1])
     assert all(0.0 <= row["loop/difficulty"] <= 0.3 for row in rows)
-
-
-def _closed_loop(
-    beside_update: bool, trainer_class: type = PRMTrainer
-) -> tuple[BatchedPPO, BatchedLoopCallback]:
-    env_id = "RLA-TextNav-v0"
-    prm = ProcessRewardModel.for_env(gym.make(env_id), head="value", embed_dim=4, hidden=16, seed=0)
-    curriculum = TaskPoolCurriculum(env_id, bounds=(0.0, 0.3), seed=0)
-    model = BatchedPPO(env_id, difficulty=0.2, n_envs=16, n_steps=8, batch_size=64, n_epochs=2,
-                       mode="env", prm=prm, curriculum=curriculum, seed=0)  # fmt: skip
-    assert model.feedback is not None
-    trainer = trainer_class(prm, "value-difference", seed=0)
-    callback = BatchedLoopCallback(model.feedback, trainer, curriculum, beside_update=beside_update)
-    return model, callback
 
 
 def test_the_prm_s_work_beside_the_update_runs_in_a_worker_and_changes_nothing() -> None:
@@ -298,7 +294,8 @@ def test_the_prm_s_work_beside_the_update_runs_in_a_worker_and_changes_nothing()
     runs = []
     for beside in (True, False):
         threads.clear()
-        model, callback = _closed_loop(beside, Recording)
+        model, callback, _ = _closed_loop(TaskPoolCurriculum, n_epochs=2, beside_update=beside,
+                                          trainer_class=Recording)  # fmt: skip
         dumped: list[float] = []
         dump = model.logger.dump
 
@@ -328,7 +325,7 @@ def test_an_error_in_the_prm_s_work_beside_the_update_reaches_learn() -> None:
         def update(self, trajectories: list, epochs: int = 1) -> dict[str, float]:
             raise RuntimeError("PRM update failed")
 
-    model, callback = _closed_loop(True, Failing)
+    model, callback, _ = _closed_loop(TaskPoolCurriculum, trainer_class=Failing)
     with pytest.raises(RuntimeError, match="PRM update failed"):
         model.learn(256, callback=callback)
     assert model._worker is None
