@@ -185,8 +185,11 @@ class BatchedPPO:
 
         ``work`` must not touch the policy, its optimizer or the env (the closed loop's PRM
         training and diagnostics, which touch only the PRM); torch releases the GIL in its
-        kernels, so with a second core the two overlap. An exception in ``work`` is raised
-        in the learner's thread.
+        kernels, so with a second core the two overlap. An exception in ``work`` is raised in
+        the learner's thread once the update is done (run one after the other, it would come
+        before the update). When ``learn`` ends in an error, work already started is finished
+        and ``done`` still called where it succeeded, so the PRM's training and the loop's
+        rows stay in step.
         """
         if self._worker is None:
             self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="beside-update")
@@ -234,7 +237,10 @@ class BatchedPPO:
         finally:
             if self._worker is not None:  # nothing left running after learn (an error included)
                 self._worker.shutdown(wait=True)
-                self._worker, self._beside = None, []
+                self._worker, pending, self._beside = None, self._beside, []
+                for future, done in pending:  # learn is raising: finish what the work finished
+                    if future.exception() is None:
+                        done(future.result())
         hooks.on_training_end()
         return self
 

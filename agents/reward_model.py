@@ -219,8 +219,9 @@ class ProcessRewardModel(nn.Module):
     ) -> tuple[np.ndarray, np.ndarray]:
         """P(vote = +1) = sigmoid(logit) and the outcome estimate of each step (as :meth:`assess`'s).
 
-        On the CPU the forward pass is a lean one on a copy of the weights taken whenever a
-        parameter has changed (an optimiser step, ``load_state_dict``): lookups, comparisons and
+        On the CPU the forward pass is a lean one on a copy of the weights taken again whenever a
+        parameter has changed in place (a plain optimiser step, ``load_state_dict``) or the copy
+        was dropped (after each step of :class:`PRMTrainer`'s fused Adam): lookups, comparisons and
         the sigmoid in numpy, only the matrix products in torch (numpy's BLAS would start its
         own threads); about half of :meth:`assess`'s time on the loop's small calls. The logits
         agree with torch's up to float32 rounding.
@@ -275,7 +276,8 @@ class ProcessRewardModel(nn.Module):
     def _numpy_weights(self) -> dict[str, Any]:
         """Detached copies of the parameters (embeddings as numpy arrays, layers as transposed
         tensors), taken again whenever a parameter has changed."""
-        # in-place updates (optimiser steps, load_state_dict) bump _version; .to() moves data_ptr
+        # in-place updates (plain optimiser steps, load_state_dict) bump _version and .to() moves
+        # data_ptr; a fused optimiser step does neither, so PRMTrainer drops the copy after each
         key = tuple((p.data_ptr(), p._version) for p in self._parameter_list)
         if self._numpy_cache is None or self._numpy_cache[0] != key:
             unused = "step_net" if self.head == "value" else "value_net"
@@ -461,10 +463,12 @@ class PRMTrainer:
         self.prm, self.objective, self.lam, self.m = prm, objective, float(lam), m
         self.success_band = success_band
         self.minibatch = minibatch_trajectories
-        # fused where it can be (the same update, fewer kernels): a fused step leaves the
-        # parameters' _version as it was, so update() drops the PRM's lean copy of the weights
+        # fused where it can be (Adam's update up to float rounding, in fewer kernels): a fused
+        # step leaves the parameters' _version as it was, so every step of this optimizer (in
+        # update() or by a caller) drops the PRM's lean copy of the weights
         fused = prm.device.type in ("cpu", "cuda")
         self.optimizer = torch.optim.Adam(prm.parameters(), lr=lr, fused=fused)
+        self.optimizer.register_step_post_hook(lambda *_: setattr(prm, "_numpy_cache", None))
         self.rng = np.random.default_rng(seed)
         self.generator = torch.Generator(device=prm.device).manual_seed(seed)
 
@@ -483,8 +487,7 @@ class PRMTrainer:
                     continue
                 self.optimizer.zero_grad()
                 loss.backward()
-                self.optimizer.step()
-                self.prm._numpy_cache = None  # whatever the optimizer, the lean pass copies again
+                self.optimizer.step()  # its post-hook drops the PRM's lean copy of the weights
                 losses.append(float(loss.detach()))
         return {
             "loss": float(np.mean(losses)) if losses else float("nan"),

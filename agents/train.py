@@ -198,13 +198,15 @@ class CheckpointCallback(BaseCallback):
             self._bar.n = self.model.num_timesteps
         return True
 
-    def _on_rollout_end(self) -> None:
-        if self._bar is not None:
-            success = self.loop.history[-1]["loop/success"] if self.loop.history else float("nan")
-            self._bar.set_postfix(success=f"{success:.2f}")
+    def _show_success(self) -> None:
+        """The last logged rollout's training success on the progress bar (read when a rollout
+        starts: a trainer may log a rollout's row after its update)."""
+        if self._bar is not None and self.loop.history:
+            self._bar.set_postfix(success=f"{self.loop.history[-1]['loop/success']:.2f}")
             self._bar.refresh()
 
     def _on_rollout_start(self) -> None:
+        self._show_success()
         # SB3 trains on a rollout after its rollout_end and before the next rollout_start: saving
         # here keeps the step counter and the policy / optimizer consistent
         if self.model.num_timesteps - self._last >= self.every:
@@ -212,6 +214,7 @@ class CheckpointCallback(BaseCallback):
             self._last = self.model.num_timesteps
 
     def _on_training_end(self) -> None:
+        self._show_success()
         if self._bar is not None:
             self._bar.close()
 

@@ -254,7 +254,8 @@ def _closed_loop(
     """A small closed loop on BatchedPPO: 16 envs x 8 steps, a small value-head PRM, a
     curriculum within [0, 0.3]."""
     env_id = "RLA-TextNav-v0"
-    prm = ProcessRewardModel.for_env(gym.make(env_id), head="value", embed_dim=4, hidden=16, seed=0)
+    prm = ProcessRewardModel.for_env(gym.make(env_id), head="value", embed_dim=4, hidden=16, seed=0,
+                                     device="cpu")  # fmt: skip
     curriculum = curriculum_class(env_id, bounds=(0.0, 0.3), seed=0)
     model = BatchedPPO(env_id, difficulty=0.2, n_envs=16, n_steps=8, batch_size=64, n_epochs=n_epochs,
                        mode="env", prm=prm, curriculum=curriculum, seed=0)  # fmt: skip
@@ -310,6 +311,7 @@ def test_the_prm_s_work_beside_the_update_runs_in_a_worker_and_changes_nothing()
         runs.append((model, callback, dumped))
     (fast, fast_cb, fast_dumps), (slow, slow_cb, slow_dumps) = runs
     assert len(fast_cb.history) == len(slow_cb.history) == 8
+    assert all(np.isfinite(row["rm/loss"]) for row in fast_cb.history)  # the PRM trained every time
     for a, b in zip(fast_cb.history, slow_cb.history, strict=True):
         assert a.keys() == b.keys()
         assert all(a[k] == b[k] or (np.isnan(a[k]) and np.isnan(b[k])) for k in a)
@@ -318,6 +320,44 @@ def test_the_prm_s_work_beside_the_update_runs_in_a_worker_and_changes_nothing()
         assert all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters(), strict=True))
     assert fast_cb.curriculum.state_dict() == slow_cb.curriculum.state_dict()  # type: ignore[union-attr]
     assert fast._worker is None  # shut down when learn returns
+
+
+def test_the_prm_s_work_runs_while_the_policy_updates() -> None:
+    """The worker's PRM training waits for the policy's update to start: it would time out if
+    the work ran before or after the update instead of beside it."""
+    import threading
+
+    started = threading.Event()
+
+    class Waiting(PRMTrainer):
+        def update(self, trajectories: list, epochs: int = 1) -> dict[str, float]:
+            if not started.wait(timeout=30):
+                raise AssertionError("the policy's update did not start while the PRM trained")
+            started.clear()
+            return super().update(trajectories, epochs)
+
+    model, callback, _ = _closed_loop(TaskPoolCurriculum, trainer_class=Waiting)
+    update = model._update
+
+    def signalling_update(*rollout: torch.Tensor) -> None:
+        started.set()
+        update(*rollout)
+
+    model._update = signalling_update  # type: ignore[method-assign]
+    model.learn(512, callback=callback)
+    assert len(callback.history) == 4
+
+
+def test_an_error_in_the_update_still_logs_the_prm_s_finished_work() -> None:
+    model, callback, _ = _closed_loop(TaskPoolCurriculum)
+
+    def failing_update(*rollout: torch.Tensor) -> None:
+        raise RuntimeError("update failed")
+
+    model._update = failing_update  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match="update failed"):
+        model.learn(256, callback=callback)
+    assert len(callback.history) == len(callback.replay) == 1 and model._worker is None
 
 
 def test_an_error_in_the_prm_s_work_beside_the_update_reaches_learn() -> None:

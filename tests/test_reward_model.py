@@ -229,6 +229,26 @@ def test_the_lean_pass_and_the_diagnostics_follow_the_trainer_s_updates(env, dat
     assert after_metrics != before_metrics
 
 
+def test_the_lean_pass_follows_a_step_of_the_trainer_s_optimizer_taken_by_a_caller(env, data) -> None:
+    """A fused Adam step leaves the parameters' versions alone; the trainer's step hook drops
+    the lean copy of the weights all the same."""
+    train, test = data
+    prm = ProcessRewardModel.for_env(env, head="value", seed=0, device="cpu")
+    steps = prm.steps(test[:20])
+    arrays = (steps["obs"].numpy(), steps["action"].numpy(), steps["next_obs"].numpy())
+    trainer = PRMTrainer(prm, "value-difference", seed=0)
+    before, _ = prm.probabilities(*arrays)
+    loss = trainer._loss(train[:64])
+    assert loss is not None
+    trainer.optimizer.zero_grad()
+    loss.backward()
+    trainer.optimizer.step()
+    after, _ = prm.probabilities(*arrays)
+    with torch.no_grad():
+        np.testing.assert_allclose(after, torch.sigmoid(prm.logits(steps)).numpy(), atol=1e-6)
+    assert np.abs(after - before).max() > 1e-5
+
+
 def test_distinct_rows_is_exact_even_when_the_hash_collides(monkeypatch) -> None:
     import agents.reward_model as reward_model
 
