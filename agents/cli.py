@@ -170,7 +170,9 @@ def train_command(settings: Any) -> dict[str, Any]:
         if MODE_FLAGS[settings.mode].adapts_env
         else f"difficulty {settings.difficulty}"
     )
-    print(f"{settings.env}, mode {settings.mode}, {tasks}: {results['steps']} steps")
+    loop = "the full loop" if settings.mode == "env" else "Outcome-only" if settings.mode == "outcome" else ""
+    mode = f"mode {settings.mode}" + (f" ({loop})" if loop else "")
+    print(f"{settings.env}, algo {settings.algo}, {mode}, {tasks}: {results['steps']} steps")
     _print_evaluation(results["evaluation"])
     print(f"run directory: {settings.out}")
     return results
@@ -374,6 +376,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             kwargs = dataclasses.asdict(load_config(settings_cls(**kwargs), given))
             given |= in_file  # what the file sets wins over a preset too, even at a default value
         settings = settings_cls(**kwargs)
+        if getattr(settings, "resume", False):  # the run's own settings < flags given
+            from agents.train import resume_settings
+
+            settings = resume_settings(settings, given)
         if getattr(settings, "preset", ""):  # defaults < the preset < the config file < flags
             from agents.loop import apply_preset
 

@@ -20,6 +20,7 @@ import json
 import os
 import random
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -252,6 +253,26 @@ def _record_resume(path: Path, settings: TrainSettings, at: int) -> None:
     write_text_atomic(path, json.dumps(saved, indent=2) + "\n")
 
 
+#: Fields a resumed run never takes from its settings.json.
+_NOT_RESUMED = ("out", "resume", "preset")
+
+
+def resume_settings(settings: TrainSettings, given: Collection[str]) -> TrainSettings:
+    """``rla train --out DIR --resume``'s settings: the run's own (its ``settings.json``), with
+    the fields named in ``given`` (the flags on the command line) as given.
+
+    So ``--resume`` alone continues a run to the step target it was started (or last resumed)
+    with, and ``--resume --steps N`` moves that target; a flag that changes the loop is still
+    refused by :func:`train`, which compares against the checkpoint.
+    """
+    path = Path(settings.out) / "settings.json"
+    if not settings.out or not path.exists():  # train() says what is missing
+        return settings
+    saved = json.loads(path.read_text())
+    names = {f.name for f in dataclasses.fields(TrainSettings)} - set(_NOT_RESUMED) - set(given)
+    return dataclasses.replace(settings, **{k: v for k, v in saved.items() if k in names})
+
+
 def _loop_fields(settings: TrainSettings) -> dict[str, Any]:
     return {f.name: getattr(settings, f.name) for f in dataclasses.fields(LoopSettings)}
 
@@ -303,6 +324,9 @@ def train(settings: TrainSettings) -> dict[str, Any]:
     remaining = settings.steps - model.num_timesteps
     if remaining > 0:
         model.learn(remaining, callback=CallbackList([loop, saver]), reset_num_timesteps=False)
+    else:
+        print(f"the run in {out} has trained {model.num_timesteps} steps of its {settings.steps}: "
+              "nothing to train (a larger --steps continues it)")  # fmt: skip
     save_checkpoint(checkpoint, settings, model, loop)
     results = {"steps": int(model.num_timesteps), "evaluation": evaluate_both(model, settings)}
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")

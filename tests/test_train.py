@@ -149,6 +149,24 @@ def test_refusals_never_touch_an_existing_run(tmp_path: Path, capsys) -> None:
     assert main(["eval", "--run", str(out), "--episodes", "3"]) == 0
 
 
+def test_resume_takes_the_run_s_own_settings_and_the_flags_given(tmp_path: Path, capsys) -> None:
+    """``--resume`` alone continues a run trained with non-default flags (its settings.json);
+    ``--steps`` moves the target; a flag that changes the loop is still refused by name."""
+    out = tmp_path / "run"
+    flags = ["--mode", "outcome", "--difficulty", "0", "--learning-rate", "0.001", *PPO_FAST]
+    assert main(["train", "--steps", "512", "--out", str(out), *flags]) == 0
+    capsys.readouterr()
+    assert main(["train", "--out", str(out), "--resume"]) == 0  # the target is reached already
+    assert "has trained 512 steps of its 512: nothing to train" in capsys.readouterr().out
+    assert main(["train", "--out", str(out), "--resume", "--steps", "1024"]) == 0
+    assert "algo ppo, mode outcome (Outcome-only), difficulty 0.0: 1024 steps" in capsys.readouterr().out
+    saved = json.loads((out / "settings.json").read_text())
+    assert saved["steps"] == 1024 and saved["mode"] == "outcome" and saved["learning_rate"] == 0.001
+    assert load_checkpoint(out / "checkpoint.pt")["num_timesteps"] == 1024
+    assert main(["train", "--out", str(out), "--resume", "--steps", "2048", "--mode", "env"]) == 2
+    assert "differ from the run in" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [(b"not a checkpoint at all", "not a readable rla-gym checkpoint"), (None, "not an rla-gym checkpoint")],
