@@ -47,7 +47,7 @@ class TrainSettings(LoopSettings):
     """A closed-loop training run."""
 
     steps: int = described(30_000, "env steps to train (rounded up to whole rollouts)")
-    out: str = described("", "run directory (empty: runs/<env>-<mode>-<time>)")
+    out: str = described("", "run directory (empty: runs/<env>-<algo>-<mode>-<time>)")
     resume: bool = described(False, "continue the run in --out")
     checkpoint_every: int = described(4096, "env steps between checkpoints")
     eval_episodes: int = described(100, "held-out tasks per difficulty in the final evaluation")
@@ -192,11 +192,16 @@ class CheckpointCallback(BaseCallback):
             from tqdm import tqdm
         except ImportError:  # the progress bar is a convenience
             return
-        self._bar = tqdm(total=self.total, initial=self.model.num_timesteps, unit="step", desc="rla train")
+        # disable=None: no bar where the output is not a terminal (logs, CI)
+        self._bar = tqdm(
+            total=self.total, initial=self.model.num_timesteps, unit="step", desc="rla train", disable=None
+        )
 
     def _on_step(self) -> bool:
         if self._bar is not None:
             self._bar.n = self.model.num_timesteps
+            if self._bar.n > self._bar.total:  # the last rollout overshoots the target
+                self._bar.total = self._bar.n
         return True
 
     def _show_success(self) -> None:
@@ -283,7 +288,7 @@ def train(settings: TrainSettings) -> dict[str, Any]:
     if not settings.out:
         if settings.resume:
             raise ValueError("--resume needs --out, the run directory to continue")
-        settings.out = f"runs/{settings.env}-{settings.mode}-{time.strftime('%Y%m%d-%H%M%S')}"
+        settings.out = f"runs/{settings.env}-{settings.algo}-{settings.mode}-{time.strftime('%Y%m%d-%H%M%S')}"
     out = Path(settings.out)
     checkpoint = out / "checkpoint.pt"
     rollout = settings.n_steps * settings.n_envs
