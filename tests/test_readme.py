@@ -55,3 +55,10 @@ def test_readme_bench_command_runs_on_a_tiny_budget(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-2000:]
     assert "## Curriculum strategies under the full loop" in result.stdout
     assert len(list((tmp_path / "bench" / "runs").glob("*.json"))) == 2 * 3
+
+
+def test_readme_links_point_at_files_that_exist() -> None:
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", README.read_text())
+    assert links, "the README links its docs pages"
+    missing = [link for link in links if "://" not in link and not (README.parent / link).exists()]
+    assert not missing, missing
