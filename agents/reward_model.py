@@ -45,10 +45,13 @@ OUTCOME_OBJECTIVES = OBJECTIVES[:4]
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
-    """``"auto"``: CUDA when available, else the CPU."""
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    """``"auto"``: CUDA when available, else the CPU. A CUDA device without an index gets the
+    current one's, so that threads working on the model (``BatchedPPO.beside_update``) use the
+    device it was placed on, whatever their own current device."""
+    resolved = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device)
+    if resolved.type == "cuda" and resolved.index is None and torch.cuda.is_available():
+        return torch.device("cuda", torch.cuda.current_device())
+    return resolved
 
 
 class ProcessRewardModel(nn.Module):

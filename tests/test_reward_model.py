@@ -258,3 +258,15 @@ def test_distinct_rows_is_exact_even_when_the_hash_collides(monkeypatch) -> None
     monkeypatch.setattr(reward_model, "_ROW_HASH", np.zeros(4096, dtype=np.int64))  # every row collides
     index, inverse = reward_model.distinct_rows(rows)
     assert len(index) == 3 and np.array_equal(rows[index][inverse], rows)
+
+
+def test_a_cuda_device_without_an_index_gets_the_current_one(monkeypatch) -> None:
+    from agents.reward_model import resolve_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    assert resolve_device("cuda") == torch.device("cuda", 1) == resolve_device("auto")
+    assert resolve_device("cuda:0") == torch.device("cuda", 0)
+    assert resolve_device("cpu") == torch.device("cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_device("auto") == torch.device("cpu") and resolve_device("cuda") == torch.device("cuda")
