@@ -278,8 +278,4 @@ class BatchedLoopCallback(RLAnythingCallback):
         if not self.beside_update or beside is None:
             self._record_rollout(trajectories)
             return
-        beside(lambda: self._rollout_row(trajectories), self._settled)
-
-    def _settled(self, row: dict[str, float] | None) -> None:
-        if row is not None:
-            self._log_row(row)
+        beside(lambda: self._rollout_row(trajectories), self._log_row)

@@ -195,11 +195,13 @@ class BatchedPPO:
             self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="beside-update")
         self._beside.append((self._worker.submit(work), done))
 
-    def _settle(self) -> None:
-        """Wait for the work started by :meth:`beside_update` and hand each result to its ``done``."""
+    def _settle(self, *, raising: bool = True) -> None:
+        """Wait for the work started by :meth:`beside_update` and hand each result to its ``done``;
+        with ``raising=False`` (``learn`` is raising already) work that failed is passed over."""
         pending, self._beside = self._beside, []
         for future, done in pending:
-            done(future.result())
+            if raising or future.exception() is None:
+                done(future.result())
 
     def _heads(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Action log-probabilities and values of a batch of token rows."""
@@ -237,10 +239,8 @@ class BatchedPPO:
         finally:
             if self._worker is not None:  # nothing left running after learn (an error included)
                 self._worker.shutdown(wait=True)
-                self._worker, pending, self._beside = None, self._beside, []
-                for future, done in pending:  # learn is raising: finish what the work finished
-                    if future.exception() is None:
-                        done(future.result())
+                self._worker = None
+                self._settle(raising=False)  # work still pending here: learn is raising
         hooks.on_training_end()
         return self
 

@@ -531,9 +531,7 @@ class RLAnythingCallback(BaseCallback):
 
     def _record_rollout(self, trajectories: list[Trajectory]) -> None:
         """The rollout's history row (PRM diagnostics and training, curriculum metrics), logged."""
-        row = self._rollout_row(trajectories)
-        if row is not None:
-            self._log_row(row)
+        self._log_row(self._rollout_row(trajectories))
 
     def _rollout_row(self, trajectories: list[Trajectory]) -> dict[str, float] | None:
         """The PRM's diagnostics and training on the rollout's finished trajectories, and the
@@ -561,8 +559,10 @@ class RLAnythingCallback(BaseCallback):
             row.update({f"curriculum/{k}": float(v) for k, v in self.curriculum.metrics().items()})
         return row
 
-    def _log_row(self, row: dict[str, float]) -> None:
-        """Record a history row to the logger and keep it."""
+    def _log_row(self, row: dict[str, float] | None) -> None:
+        """Record a history row to the logger and keep it (nothing without a row)."""
+        if row is None:
+            return
         for key, value in row.items():
             self.logger.record(key, value)
         self.history.append(row)

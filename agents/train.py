@@ -270,10 +270,9 @@ def resume_settings(settings: TrainSettings, given: Collection[str]) -> TrainSet
     with, and ``--resume --steps N`` moves that target; a flag that changes the loop is still
     refused by :func:`train`, which compares against the checkpoint.
     """
-    path = Path(settings.out) / "settings.json"
-    if not settings.out or not path.exists():  # train() says what is missing
-        return settings
-    saved = json.loads(path.read_text())
+    if not settings.out or not (Path(settings.out) / "settings.json").exists():
+        return settings  # train() says what is missing
+    saved = json.loads((Path(settings.out) / "settings.json").read_text())
     names = {f.name for f in dataclasses.fields(TrainSettings)} - set(_NOT_RESUMED) - set(given)
     return dataclasses.replace(settings, **{k: v for k, v in saved.items() if k in names})
 
