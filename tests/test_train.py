@@ -332,3 +332,59 @@ def test_the_lean_preset_trains_on_the_batched_ppo_in_the_mode_given(tmp_path: P
         )
         assert (recorded["prm_embed_dim"], recorded["prm_hidden"]) == (8, 64)
         assert json.loads((out / "results.json").read_text())["steps"] == 2048
+
+
+def _same_state(a: object, b: object) -> bool:
+    """Nested state (dicts, lists, tuples, tensors, arrays, numbers) equal, tensors exactly."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b)
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return bool(np.array_equal(np.asarray(a), np.asarray(b)))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_state(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same_state(x, y) for x, y in zip(a, b, strict=True))
+    return _same([a], [b])
+
+
+@pytest.mark.parametrize("algo", ["ppo", "grpo", "batched-ppo"])
+def test_a_resumed_loop_holds_every_saved_state(tmp_path: Path, algo: str) -> None:
+    """``_restore`` puts back the policy and its optimizer, the PRM, its optimizer and both
+    vote generators, the trainer's minibatch RNG and the curriculum, each equal to the
+    checkpoint's (a fresh loop differs in each that training moved)."""
+    from agents.loop import LoopSettings, build_loop
+    from agents.train import _loop_fields, _loop_state, _restore
+
+    out = tmp_path / "run"
+    assert main(["train", "--steps", "1024", "--out", str(out), "--algo", algo, *FAST]) == 0
+    payload = load_checkpoint(out / "checkpoint.pt")
+    settings = TrainSettings(**{k: v for k, v in payload["settings"].items() if k != "resumes"})
+    model, callback = build_loop(LoopSettings(**_loop_fields(settings)))
+    # a generator the run never drew from (the consistency objectives' votes) still has to come back
+    torch.rand(1, generator=callback.trainer.generator)
+    fresh = _loop_state(callback)
+    moved = ["prm", "prm_optimizer", "prm_rng", "prm_votes_rng", "reward_votes_rng", "curriculum"]
+    assert [k for k in moved if _same_state(fresh[k], payload[k])] == []  # nothing restored by chance
+    _restore(payload, model, callback)
+    restored = _loop_state(callback)
+    assert [k for k in moved if not _same_state(restored[k], payload[k])] == []
+    assert _same_state(model.policy.state_dict(), payload["policy"])
+    assert _same_state(model.policy.optimizer.state_dict(), payload["policy_optimizer"])
+    assert model.num_timesteps == payload["num_timesteps"] and model._n_updates == payload["n_updates"]
+
+
+def test_load_run_evaluates_the_trained_policy(tmp_path: Path) -> None:
+    """``rla eval``'s loader gives the checkpoint's weights, not a new policy's."""
+    from agents.train import load_run
+
+    out = tmp_path / "run"
+    assert main(["train", "--steps", "512", "--out", str(out), *PPO_FAST]) == 0
+    saved = load_checkpoint(out / "checkpoint.pt")["policy"]
+    model, settings = load_run(str(out))
+    assert settings.algo == "ppo" and model.num_timesteps == 512
+    assert _same_state(model.policy.state_dict(), saved)
+    from agents.loop import LoopSettings, build_loop
+    from agents.train import _loop_fields
+
+    untrained, _ = build_loop(LoopSettings(**_loop_fields(settings)))  # what a loader that forgot would give
+    assert not _same_state(untrained.policy.state_dict(), saved)
