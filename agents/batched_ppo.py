@@ -47,7 +47,7 @@ import rla_gym  # noqa: F401  (registers the env ids)
 from agents.batched_loop import FeedbackVectorWrapper
 from agents.loop_runtime import MODE_FLAGS, check_mode, zscore
 from agents.policies import TokenPolicy
-from agents.reward_model import ProcessRewardModel
+from agents.reward_model import ProcessRewardModel, resolve_device
 from rla_gym.curricula.base import Curriculum
 from rla_gym.wrappers.vector import CurriculumVectorWrapper
 
@@ -68,6 +68,17 @@ def generalized_advantages(
         last = delta + gamma * gae_lambda * going * last
         advantages[t] = last
     return advantages
+
+
+def _check_device(device: str | torch.device) -> torch.device:
+    """``device`` resolved as the PRM's (``"auto"``: CUDA when available), and usable here; a
+    ValueError naming it otherwise (not torch's error from deep inside the first tensor)."""
+    try:
+        resolved = resolve_device(device)
+        torch.empty(0, device=resolved)
+    except (RuntimeError, TypeError, AssertionError) as error:
+        raise ValueError(f"device must be a torch device available here, got {device!r} ({error})") from None
+    return resolved
 
 
 class BatchedPPO:
@@ -106,9 +117,18 @@ class BatchedPPO:
         for name, number in (("gamma", gamma), ("gae_lambda", gae_lambda)):
             if isinstance(number, bool) or not isinstance(number, (int, float)) or not 0 <= number <= 1:
                 raise ValueError(f"{name} must be a number in [0, 1], got {number!r}")
-        for name, number in (("ent_coef", ent_coef), ("vf_coef", vf_coef), ("max_grad_norm", max_grad_norm)):
-            if isinstance(number, bool) or not isinstance(number, (int, float)) or not number >= 0:
-                raise ValueError(f"{name} must be a number >= 0, got {number!r}")
+        for name, number in (("ent_coef", ent_coef), ("vf_coef", vf_coef)):
+            if isinstance(number, bool) or not isinstance(number, (int, float)) or not 0 <= number < np.inf:
+                raise ValueError(f"{name} must be a finite number >= 0, got {number!r}")
+        if (
+            isinstance(max_grad_norm, bool)
+            or not isinstance(max_grad_norm, (int, float))
+            or not 0 < max_grad_norm < np.inf
+        ):
+            raise ValueError(f"max_grad_norm must be a finite number > 0, got {max_grad_norm!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+        resolved = _check_device(device)
         if curriculum is not None and not isinstance(curriculum, Curriculum):
             raise TypeError(f"curriculum must be an rla_gym Curriculum or None, got {curriculum!r}")
         if curriculum is not None and curriculum.needs_values:
@@ -142,7 +162,7 @@ class BatchedPPO:
         self._length = tokens.shape[0]
         self.gamma, self.gae_lambda, self.clip_range = gamma, gae_lambda, clip_range
         self.ent_coef, self.vf_coef, self.max_grad_norm = ent_coef, vf_coef, max_grad_norm
-        self.difficulty, self.seed, self.device = difficulty, seed, torch.device(device)
+        self.difficulty, self.seed, self.device = difficulty, seed, resolved
         torch.manual_seed(seed)
         self.policy = TokenPolicy(
             self.envs.single_observation_space, self.envs.single_action_space, lambda _: learning_rate,
@@ -216,6 +236,13 @@ class BatchedPPO:
         """Collect ``n_envs x n_steps`` steps, update, until ``total_timesteps`` steps (more
         steps with ``reset_num_timesteps=False``); a callback's ``on_step`` returning False stops
         before the rollout's update, as in SB3."""
+        if (
+            isinstance(total_timesteps, bool)
+            or not isinstance(total_timesteps, (int, np.integer))
+            or total_timesteps < 1
+        ):
+            raise ValueError(f"total_timesteps must be an integer >= 1, got {total_timesteps!r}")
+        total_timesteps = int(total_timesteps)
         if reset_num_timesteps:
             self.num_timesteps = 0
         if self._obs is None:  # a new or a resumed run (fresh episodes; episodes running go on)

@@ -165,11 +165,29 @@ def load_config(settings: BenchSettings, given: set[str] | None = None) -> Bench
 
 def import_plugins(settings: BenchSettings) -> None:
     """Import ``settings.plugins``: modules that register strategies or envs on import. Every
-    run imports them again, since spawned workers and Ray tasks start from a fresh interpreter."""
-    import importlib
+    run imports them again, since spawned workers and Ray tasks start from a fresh interpreter.
 
+    As with ``python -m``, a module in the working directory imports (the ``rla`` script does
+    not put that directory on ``sys.path`` itself); a module found nowhere raises naming it."""
+    import importlib
+    import os
+    import sys
+
+    here = os.getcwd()
+    if settings.plugins and here not in sys.path:
+        sys.path.append(here)  # after the installed packages: a plugin cannot shadow one
     for module in settings.plugins:
-        importlib.import_module(module)
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as error:
+            if error.name is None or not (module == error.name or module.startswith(error.name + ".")):
+                raise  # the plugin itself imports something missing: its own message says what
+            raise ModuleNotFoundError(
+                f"plugin module {module!r} not found in the working directory ({here}) or on "
+                "sys.path: run rla bench from the directory that holds it, or add that directory "
+                "to PYTHONPATH",
+                name=module,
+            ) from error
 
 
 def validate(settings: BenchSettings) -> None:

@@ -213,7 +213,9 @@ def eval_command(settings: EvalSettings) -> list[dict[str, Any]]:
     if not settings.run and not settings.llm:
         raise ValueError("nothing to evaluate: give --run, --llm or both")
     if not settings.llm:
-        model, run = load_run(_resolve_run(settings.run))
+        directory = _resolve_run(settings.run)
+        model, run = load_run(directory)
+        print(f"run {directory}: {run.env}, algo {run.algo}, mode {run.mode}, {model.num_timesteps} steps")
         run.eval_episodes = settings.episodes
         run_rows = evaluate_both(model, run, levels)
         _print_evaluation(run_rows)

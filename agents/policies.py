@@ -193,3 +193,6 @@ def _maskable_policy_class() -> type:
 
 
 MaskableTokenPolicy = _maskable_policy_class()
+"""sb3-contrib's ``MaskableMultiInputPolicy`` with :class:`TokenFeaturesExtractor` (and the token
+policies' defaults): ``MaskablePPO(MaskableTokenPolicy, env)``; MaskablePPO reads the mask from
+the env's ``action_masks()``."""

@@ -295,7 +295,12 @@ def train(settings: TrainSettings) -> dict[str, Any]:
         raise ValueError(f"steps must be >= one rollout (n_steps * n_envs = {rollout}), got {settings.steps}")
     if settings.eval_episodes < 1:
         raise ValueError(f"eval_episodes must be >= 1, got {settings.eval_episodes}")
+    every = settings.checkpoint_every
+    if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+        raise ValueError(f"checkpoint_every must be an integer >= 1 (env steps), got {every!r}")
     if settings.resume:
+        if not checkpoint.exists():
+            raise ValueError(f"nothing to resume: {out} holds no run ({checkpoint.name} is missing)")
         payload = load_checkpoint(checkpoint)
         saved = {k: v for k, v in payload["settings"].items() if k in _loop_fields(settings)}
         if saved != _loop_fields(settings):

@@ -51,6 +51,8 @@ class BatchedVecEnv(VecEnv):
     def __init__(
         self, env_id: str, n_envs: int, *, seed: int | None = None, env_kwargs: dict[str, Any] | None = None
     ) -> None:
+        if isinstance(n_envs, bool) or not isinstance(n_envs, (int, np.integer)) or n_envs < 1:
+            raise ValueError(f"n_envs must be an integer >= 1, got {n_envs!r}")
         vector = gym.make_vec(
             env_id, num_envs=n_envs, vectorization_mode="vector_entry_point",
             autoreset_mode=AutoresetMode.SAME_STEP, **(env_kwargs or {}),

@@ -6,6 +6,7 @@ These need no learning framework: they read only ``info["action_mask"]`` and
 
 from __future__ import annotations
 
+import numbers
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from rla_gym.core import HELDOUT_SEED_START
+from rla_gym.core import HELDOUT_SEED_START, TASK_SEED_LIMIT
 
 #: Chooses a command from (observation, info, rng).
 Agent = Callable[[Any, dict[str, Any], np.random.Generator], int]
@@ -44,8 +45,23 @@ class EvaluationResult:
 
 
 def heldout_seeds(count: int, offset: int = 0) -> list[int]:
-    """Task seeds reserved for evaluation: never drawn by an unpinned reset."""
-    return list(range(HELDOUT_SEED_START + offset, HELDOUT_SEED_START + offset + count))
+    """``count`` task seeds reserved for evaluation (never drawn by an unpinned reset), from the
+    ``offset``-th on.
+
+    Examples:
+        >>> heldout_seeds(2, offset=1) == [HELDOUT_SEED_START + 1, HELDOUT_SEED_START + 2]
+        True
+    """
+    for name, value in (("count", count), ("offset", offset)):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"{name} must be an integer, got {value!r}")
+        if value < 0:
+            raise ValueError(f"{name} must be >= 0, got {value!r}")
+    stop = HELDOUT_SEED_START + int(offset) + int(count)
+    if stop > TASK_SEED_LIMIT:
+        room = TASK_SEED_LIMIT - HELDOUT_SEED_START
+        raise ValueError(f"offset + count must be <= {room} held-out seeds, got {offset} + {count}")
+    return list(range(HELDOUT_SEED_START + int(offset), stop))
 
 
 def evaluate(

@@ -21,7 +21,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from rla_gym.core import OBS_MODES, RLAEnv, Task
+from rla_gym.core import OBS_MODES, RLAEnv, Task, check_difficulty
 
 #: The info keys, present for every sub-env at every step (``rla_gym.core.RLAEnv._info``).
 INFO_KEYS = (
@@ -79,7 +79,10 @@ class RLAVectorEnv(VectorEnv):
             raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
         if obs_mode not in OBS_MODES:
             raise ValueError(f"obs_mode must be one of {OBS_MODES}, got {obs_mode!r}")
-        mode = AutoresetMode(autoreset_mode)
+        try:
+            mode = AutoresetMode(autoreset_mode)
+        except ValueError:
+            mode = None
         if mode not in (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED):
             raise ValueError(
                 f"autoreset_mode must be NEXT_STEP, SAME_STEP or DISABLED, got {autoreset_mode!r}"
@@ -122,7 +125,11 @@ class RLAVectorEnv(VectorEnv):
             if isinstance(difficulties, (Sequence, np.ndarray))
             else [difficulties] * self.num_envs
         )
-        for env, value in zip(self.envs, self._per_env(values, "difficulties"), strict=True):
+        checked = [  # all checked before any sub-env changes
+            check_difficulty(value, f"difficulties[{i}]")
+            for i, value in enumerate(self._per_env(values, "difficulties"))
+        ]
+        for env, value in zip(self.envs, checked, strict=True):
             env.set_difficulty(value)
 
     def _per_env(self, values: Any, name: str) -> list[Any]:
@@ -163,7 +170,13 @@ class RLAVectorEnv(VectorEnv):
             seeds = [int(seed) + i for i in range(n)]
         else:
             seeds = self._per_env(seed, "seed")
+        if options is not None and not isinstance(options, dict):
+            raise TypeError(f"options must be a dict or None, got {options!r}")
         options = dict(options or {})
+        unknown = set(options) - {"difficulty", "task", "reset_mask"}
+        if unknown:
+            use = "'difficulty', 'task' or 'reset_mask'"
+            raise ValueError(f"unknown reset options {sorted(unknown)}; use {use}")
         mask = np.asarray(options.pop("reset_mask", np.ones(n, dtype=bool)))
         if mask.shape != (n,) or mask.dtype != np.bool_:
             raise ValueError(f"options['reset_mask'] must be a bool array of shape ({n},), got {mask!r}")

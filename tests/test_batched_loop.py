@@ -18,6 +18,7 @@ from agents.batched_loop import BATCHED_MODES, BatchedLoopCallback, FeedbackVect
 from agents.batched_ppo import BatchedPPO
 from agents.cli import main
 from agents.loop import LoopSettings, apply_preset, build_loop, validate_settings
+from agents.loop_runtime import MODE_FLAGS
 from agents.reward_model import PRMTrainer, ProcessRewardModel
 from agents.train import _restore, load_checkpoint
 from rla_gym.core import Task
@@ -111,6 +112,58 @@ def test_oracle_process_rewards_are_the_weighted_exact_labels(scale: str) -> Non
     assert np.allclose(process, np.array(weights) * np.array(labels))
     assert envs.rollout_votes.shape == (40, n, 3)
     assert envs.finish_rollout().shape == (0, n)  # the next rollout starts empty
+
+
+@pytest.mark.parametrize("scale", ["step", "episode", "advantage"])
+def test_the_process_part_reaches_the_update(scale: str) -> None:
+    """Mode ``oracle``: the update gets GAE of the outcome plus the weighted process part
+    (``finish_rollout``'s) as rewards (``step``, ``episode``), or GAE of the outcome plus lambda *
+    z(process) as advantages, the critic keeping the outcome's returns (``advantage``)."""
+    from agents.batched_ppo import generalized_advantages
+    from agents.loop_runtime import zscore
+
+    n, steps, lam = 8, 16, 0.5
+    model = BatchedPPO("RLA-TextNav-v0", difficulty=0.1, n_envs=n, n_steps=steps, batch_size=32, n_epochs=1,
+                       mode="oracle", lam=lam, process_scale=scale, seed=0)  # fmt: skip
+    feedback = model.feedback
+    assert feedback is not None and model._stack is feedback
+    ends, parts, updates = [], [], []
+    step, finish = feedback.step, feedback.finish_rollout
+
+    def recorded_step(actions: np.ndarray):
+        result = step(actions)
+        ends.append((result[2].copy(), result[3].copy()))
+        return result
+
+    def recorded_finish() -> np.ndarray:
+        parts.append(finish())
+        return parts[-1]
+
+    feedback.step = recorded_step  # type: ignore[method-assign]
+    feedback.finish_rollout = recorded_finish  # type: ignore[method-assign]
+    model._update = lambda *rollout: updates.append(rollout)  # type: ignore[method-assign]
+    model.learn(n * steps)
+    assert len(parts) == len(updates) == 1 and len(ends) == steps
+    tokens, _, _, advantages, returns = updates[0]
+    terminated, truncated = (torch.tensor(np.array(c), dtype=torch.float32) for c in zip(*ends, strict=True))
+    outcome, dones = terminated - truncated, torch.maximum(terminated, truncated)
+    process = torch.from_numpy(parts[0])
+    assert process.shape == (steps, n) and float(process.std()) > 0 and float(dones.sum()) > 0
+    with torch.no_grad():  # the values the rollout saw (the policy did not change: no update ran)
+        rows = [*tokens.reshape(steps, n, -1), torch.from_numpy(model._obs["tokens"])]  # type: ignore[index]
+        values = torch.stack([model._heads(row)[1] for row in rows])
+    gamma, gae_lambda = model.gamma, model.gae_lambda
+    if scale == "advantage":
+        plain = generalized_advantages(outcome, values, dones, gamma, gae_lambda)
+        expected = plain + lam * torch.from_numpy(zscore(process.numpy())).float()
+        expected_returns = plain + values[:-1]
+    else:
+        expected = generalized_advantages(outcome + process, values, dones, gamma, gae_lambda)
+        expected_returns = expected + values[:-1]
+    outcome_only = generalized_advantages(outcome, values, dones, gamma, gae_lambda)
+    assert not torch.allclose(expected, outcome_only, atol=1e-3)  # the process part shows
+    torch.testing.assert_close(advantages, expected.flatten(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(returns, expected_returns.flatten(), rtol=1e-5, atol=1e-5)
 
 
 def test_prm_votes_are_drawn_for_each_step_of_the_rollout_in_place() -> None:
@@ -278,6 +331,28 @@ def test_the_closed_loop_trains_the_prm_and_logs_its_rows() -> None:
     rows = callback.history
     assert rows and {"rm/loss", "rm/balanced_accuracy", "rm/p_over", "loop/difficulty"} <= set(rows[-1])
     assert all(0.0 <= row["loop/difficulty"] <= 0.3 for row in rows)
+
+
+@pytest.mark.parametrize("mode", [mode for mode in BATCHED_MODES if MODE_FLAGS[mode].uses_prm])
+def test_the_prm_trains_exactly_in_the_modes_that_train_it(mode: str) -> None:
+    """Built by ``build_loop``: the PRM has a trainer and its parameters change iff the mode trains
+    it; a frozen PRM (mode ``policy``) stays frozen even when a trainer is handed to the callback."""
+    settings = LoopSettings(algo="batched-ppo", mode=mode, difficulty=0.1, max_difficulty=0.3, n_envs=16,
+                            n_steps=8, batch_size=64, n_epochs=1, prm_embed_dim=4, prm_hidden=16,
+                            device="cpu")  # fmt: skip
+    trains = MODE_FLAGS[mode].trains_prm
+    model, loop = build_loop(settings)
+    assert isinstance(loop, BatchedLoopCallback) and loop.reward_env.prm is not None
+    prm = loop.reward_env.prm
+    assert (loop.trainer is not None) == trains
+    if loop.trainer is None:  # the callback itself keeps a frozen PRM frozen
+        loop.trainer = PRMTrainer(prm, settings.objective, seed=0)
+    start = [p.detach().clone() for p in prm.parameters()]
+    model.learn(512, callback=loop)
+    assert loop.history and sum(row["loop/episodes"] for row in loop.history) > 16
+    changed = [not torch.equal(a, b) for a, b in zip(start, prm.parameters(), strict=True)]
+    assert any(changed) == trains
+    assert ("rm/loss" in loop.history[-1]) == trains
 
 
 def test_the_prm_s_work_beside_the_update_runs_in_a_worker_and_changes_nothing() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import gymnasium as gym
@@ -63,6 +64,81 @@ def test_batched_ppo_updates_its_policy_reproducibly() -> None:
         BatchedPPO("RLA-TextNav-v0", difficulty=0.2, batch_size=1)
 
 
+def _one_rollout(model: BatchedPPO) -> tuple[torch.Tensor, ...]:
+    """One rollout of ``model`` from its env reset with its seed: what ``_update`` takes."""
+    from stable_baselines3.common.callbacks import CallbackList
+
+    model._obs, _ = model._stack.reset(seed=model.seed)
+    hooks = CallbackList([])
+    hooks.init_callback(model)  # type: ignore[arg-type]
+    rollout = model._collect(hooks)
+    assert rollout is not None
+    return rollout
+
+
+def test_one_update_step_follows_ppo_s_clipped_objective() -> None:
+    """One optimizer step on the whole rollout (1 epoch, 1 minibatch, no gradient clipping at work):
+    its policy loss, clipped share and gradient are PPO's clipped surrogate written out by hand, on
+    old log-probabilities that put ratios on both sides of the clip range, advantages of both signs."""
+    eps, vf_coef = 0.2, 0.5
+    model = BatchedPPO("RLA-TextNav-v0", difficulty=0.2, n_envs=16, n_steps=8, batch_size=128, n_epochs=1,
+                       clip_range=eps, vf_coef=vf_coef, max_grad_norm=1e9, seed=0)  # fmt: skip
+    tokens, actions, _, _, returns = _one_rollout(model)
+    rng = torch.Generator().manual_seed(0)
+    log_p, value = model._heads(tokens)
+    taken = log_p.gather(1, actions[:, None]).squeeze(1)
+    old = taken.detach() + 1.2 * (torch.rand(len(actions), generator=rng) - 0.5)  # ratios in [0.55, 1.8]
+    advantages = torch.randn(len(actions), generator=rng)
+    adv = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    ratio = torch.exp(taken - old)
+    # the surrogate, case by case: a gain's ratio is capped at 1 + eps, a loss's floored at 1 - eps
+    capped = torch.where(adv >= 0, ratio.clamp(max=1 + eps), ratio.clamp(min=1 - eps))
+    policy_loss = -(capped * adv).mean()
+    value_loss = ((value - returns) ** 2).mean()
+    parameters = list(model.policy.parameters())
+    expected = torch.autograd.grad(policy_loss + vf_coef * value_loss, parameters)
+    binding = ((adv > 0) & (ratio > 1 + eps)) | ((adv < 0) & (ratio < 1 - eps))
+    assert 0 < int(binding.sum()) < len(adv) and bool(((ratio - 1).abs() <= eps).any())
+    seen: list[list[torch.Tensor]] = []
+    hook = model.policy.optimizer.register_step_pre_hook(
+        lambda *_: seen.append([p.grad.detach().clone() for p in parameters])  # type: ignore[union-attr]
+    )
+    model._update(tokens, actions, old, advantages, returns)
+    hook.remove()
+    assert len(seen) == 1
+    for got, want in zip(seen[0], expected, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
+    logged = model.logger.name_to_value
+    assert logged["train/policy_gradient_loss"] == pytest.approx(policy_loss.item(), rel=1e-5)
+    assert logged["train/value_loss"] == pytest.approx(value_loss.item(), rel=1e-5)
+    assert logged["train/clip_fraction"] == pytest.approx(float(((ratio - 1).abs() > eps).float().mean()))
+
+
+def test_the_entropy_bonus_raises_the_policy_s_entropy() -> None:
+    """From the same weights (a peaked policy: at the uniform one the entropy has no gradient) and
+    the same rollout, one update with ent_coef 1 leaves the policy's mean entropy on the rollout
+    higher than before, and higher than the same update without the bonus."""
+    bonus, plain = (BatchedPPO("RLA-TextNav-v0", difficulty=0.2, n_envs=16, n_steps=8, batch_size=128,
+                               n_epochs=1, ent_coef=c, seed=0) for c in (1.0, 0.0))  # fmt: skip
+    bias = bonus.policy.action_net.bias
+    with torch.no_grad():
+        bias.copy_(torch.linspace(-2, 2, bias.numel()))
+    plain.policy.load_state_dict(bonus.policy.state_dict())
+    rollout = _one_rollout(bonus)
+    plain.generator.set_state(bonus.generator.get_state())
+
+    def entropy(model: BatchedPPO) -> float:
+        with torch.no_grad():
+            log_p, _ = model._heads(rollout[0])
+        return float(-(log_p.exp() * log_p).sum(-1).mean())
+
+    before = entropy(bonus)
+    assert entropy(plain) == before
+    for model in (bonus, plain):
+        model._update(*rollout)
+    assert entropy(bonus) > before and entropy(bonus) > entropy(plain) + 1e-3
+
+
 class _Calls(BaseCallback):
     """Records SB3's callback events; ``stop_at``: ``on_step`` returns False from that step on."""
 
@@ -90,18 +166,48 @@ class _Calls(BaseCallback):
 
 def test_learn_calls_sb3_callbacks_as_sb3_does() -> None:
     model = BatchedPPO("RLA-TextNav-v0", difficulty=0.2, n_envs=8, n_steps=2, batch_size=8, n_epochs=1)
-    calls, history = _Calls(), RolloutOutcomeCallback(0.2)
-    model.learn(32, callback=[calls, history])
+    calls = _Calls()
+    model.learn(32, callback=calls)
     rollout = ["rollout", "step", "step", "end"]
     assert calls.events == ["start", *rollout * 2, "done"] and calls.num_timesteps == 32
     assert model.learn(16, callback=calls, reset_num_timesteps=False).num_timesteps == 48
-    for row in history.history:
-        assert row["loop/difficulty"] == 0.2 and row["loop/episodes"] >= 1 and 0 <= row["loop/success"] <= 1
     before = [p.detach().clone() for p in model.policy.parameters()]
     stopper = _Calls(stop_at=56)  # on_step returns False at 56 steps: no update on that rollout
     model.learn(32, callback=stopper, reset_num_timesteps=False)
     assert model.num_timesteps == 56 and stopper.events[-2:] == ["step", "done"]
     assert all(torch.equal(a, b) for a, b in zip(before, model.policy.parameters(), strict=True))
+
+
+class _Outcomes(BaseCallback):
+    """Keeps each rollout's step count and finished episodes' outcomes (``model.rollout_outcomes``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rollouts: list[tuple[int, np.ndarray]] = []
+
+    def _on_step(self) -> bool:
+        return True
+
+    def _on_rollout_end(self) -> None:
+        self.rollouts.append((self.model.num_timesteps, self.model.rollout_outcomes.copy()))
+
+
+def test_rollout_outcome_rows_are_each_rollout_s_finished_episodes() -> None:
+    """A row per rollout in which episodes ended: its steps, success rate, episode count, difficulty."""
+    model = BatchedPPO("RLA-TextNav-v0", difficulty=0.1, n_envs=8, n_steps=8, batch_size=32, n_epochs=1)
+    outcomes, history = _Outcomes(), RolloutOutcomeCallback(0.1)
+    model.learn(1024, callback=[outcomes, history])
+    ended = [(steps, o) for steps, o in outcomes.rollouts if len(o)]
+    assert len(outcomes.rollouts) == 16 and len(history.history) == len(ended) >= 4
+    assert all(set(o) <= {-1, 1} for _, o in ended)
+    rates = [float(np.mean(o == 1)) for _, o in ended]
+    assert any(rate != 0.5 for rate in rates)  # the failure rate differs from the success rate
+    keys = ("loop/timesteps", "loop/success", "loop/episodes", "loop/difficulty")
+    expected = [
+        dict(zip(keys, (float(steps), rate, len(o), 0.1), strict=True))
+        for (steps, o), rate in zip(ended, rates, strict=True)
+    ]
+    assert history.history == expected
 
 
 #: A short batched-ppo run: 32 envs x 4 steps, small minibatches.
@@ -212,10 +318,25 @@ def test_batched_ppo_learns_difficulty_zero(seed: int) -> None:
         ("learning_rate", -1e-3, "learning_rate must be a number > 0, got -0.001"),
         ("gamma", 1.5, r"gamma must be a number in \[0, 1\], got 1.5"),
         ("gae_lambda", float("nan"), r"gae_lambda must be a number in \[0, 1\], got nan"),
-        ("ent_coef", -0.1, "ent_coef must be a number >= 0, got -0.1"),
+        ("ent_coef", -0.1, "ent_coef must be a finite number >= 0, got -0.1"),
+        ("vf_coef", float("inf"), "vf_coef must be a finite number >= 0, got inf"),
+        ("max_grad_norm", float("inf"), "max_grad_norm must be a finite number > 0, got inf"),
+        ("max_grad_norm", 0, "max_grad_norm must be a finite number > 0, got 0"),
         ("clip_range", 0, "clip_range must be a number > 0, got 0"),
+        ("seed", -1, "seed must be an integer >= 0, got -1"),
+        ("seed", 1.5, "seed must be an integer >= 0, got 1.5"),
+        ("device", "nonsense", "device must be a torch device available here, got 'nonsense'"),
     ],
 )
 def test_bad_trainer_settings_are_named(field: str, value: object, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         BatchedPPO("RLA-TextNav-v0", difficulty=0.2, **{"n_envs": 4, field: value})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("steps", [-5, 0, 2.5, True, "64"])
+def test_learn_refuses_a_bad_number_of_steps_by_name(steps: object) -> None:
+    model = BatchedPPO("RLA-TextNav-v0", difficulty=0.2, n_envs=4)
+    message = f"total_timesteps must be an integer >= 1, got {steps!r}"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        model.learn(steps)  # type: ignore[arg-type]
+    assert model.num_timesteps == 0 and model._obs is None  # refused before anything ran

@@ -460,3 +460,33 @@ def test_the_results_page_pairs_a_variant_folder_with_the_study(capsys: pytest.C
         page_tables.main(
             [str(study), "--with", str(root / "benchmarks/results/study/reason-ppo"), "--vs", "Policy:+ Env"]
         )
+
+
+def test_a_plugin_in_the_working_directory_adds_a_strategy(tmp_path: Path, monkeypatch, capsys) -> None:
+    """``rla bench --plugins my_module`` imports ``my_module.py`` from the working directory, as
+    ``python -m`` would (the ``rla`` script does not put it on sys.path), in the parent and in
+    each spawned worker; the strategy it registers runs; a module found nowhere is named."""
+    import sys
+
+    (tmp_path / "my_plugin_curricula.py").write_text(
+        "from rla_gym.curricula import CURRICULA, FixedCurriculum\n\n\n"
+        "class EasyOnly(FixedCurriculum):\n"
+        "    def __init__(self, env_id, *, bounds=(0.0, 1.0), seed=0):\n"
+        "        super().__init__(env_id, 0.0, seed=seed)\n\n\n"
+        'CURRICULA["easy-only"] = EasyOnly\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
+    for registry, key in ((CURRICULA, "easy-only"), (sys.modules, "my_plugin_curricula")):
+        monkeypatch.setitem(registry, key, None)  # so that the test's end removes what the plugin adds
+        monkeypatch.delitem(registry, key)
+    args = ["bench", "--envs", "RLA-TextNav-v0", "--strategies", "easy-only", "--modes", "env", "--seeds",
+            "1", "--out", str(tmp_path / "bench"), "--plugins", "my_plugin_curricula", *TINY]  # fmt: skip
+    assert main(args) == 0
+    capsys.readouterr()
+    record = json.loads((tmp_path / "bench" / "runs" / "RLA-TextNav-v0__env__easy-only__s0.json").read_text())
+    assert record["history"] and {row["loop/difficulty"] for row in record["history"]} == {0.0}
+    missing = [*args[: -len(TINY) - 1], "not_a_plugin_here", *TINY]
+    missing[missing.index("--out") + 1] = str(tmp_path / "other")
+    assert main(missing) == 2
+    assert "plugin module 'not_a_plugin_here' not found in the working directory" in capsys.readouterr().err

@@ -66,6 +66,15 @@ def test_bad_evaluation_arguments_are_named() -> None:
         evaluate_batched("RLA-TextNav-v0", agent, levels=(0.5, 1.5), tasks=2)
     with pytest.raises(ValueError, match="not an rla-gym environment"):
         evaluate_batched("CartPole-v1", agent, tasks=2)
+    with pytest.raises(ValueError, match="count must be >= 0, got -1"):
+        heldout_seeds(-1)
+    with pytest.raises(TypeError, match="count must be an integer, got 2.5"):
+        heldout_seeds(2.5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="offset must be >= 0, got -3"):
+        heldout_seeds(2, offset=-3)
+    with pytest.raises(ValueError, match="offset \\+ count must be <="):
+        heldout_seeds(2**31)
+    assert heldout_seeds(0) == [] and len(set(heldout_seeds(5) + heldout_seeds(5, offset=5))) == 10
 
 
 def test_the_protocol_metrics() -> None:

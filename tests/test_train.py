@@ -198,6 +198,9 @@ def test_corrupt_or_foreign_checkpoints_are_refused(tmp_path: Path, content, mes
         (["--device", "nonsense"], "device must be 'auto', 'cpu' or 'cuda[:N]', got 'nonsense'"),
         (["--steps", "10"], "steps must be >= one rollout"),
         (["--eval-episodes", "0"], "eval_episodes must be >= 1, got 0"),
+        (["--checkpoint-every", "0"], "checkpoint_every must be an integer >= 1 (env steps), got 0"),
+        (["--checkpoint-every", "-5"], "checkpoint_every must be an integer >= 1 (env steps), got -5"),
+        (["--resume"], "holds no run (checkpoint.pt is missing)"),
         (["--objective", "consistency", "--m", "1"], "needs m >= 2 votes"),
         (["--n-steps", "1", "--n-envs", "1"], "must be >= 2"),
     ],
@@ -373,12 +376,17 @@ def test_a_resumed_loop_holds_every_saved_state(tmp_path: Path, algo: str) -> No
     assert model.num_timesteps == payload["num_timesteps"] and model._n_updates == payload["n_updates"]
 
 
-def test_load_run_evaluates_the_trained_policy(tmp_path: Path) -> None:
-    """``rla eval``'s loader gives the checkpoint's weights, not a new policy's."""
+def test_load_run_evaluates_the_trained_policy(tmp_path: Path, monkeypatch, capsys) -> None:
+    """``rla eval``'s loader gives the checkpoint's weights, not a new policy's; ``rla eval``
+    without ``--run`` takes the newest run under runs/ and says which run it evaluates."""
     from agents.train import load_run
 
-    out = tmp_path / "run"
+    monkeypatch.chdir(tmp_path)
+    out = Path("runs") / "mine"
     assert main(["train", "--steps", "512", "--out", str(out), *PPO_FAST]) == 0
+    capsys.readouterr()
+    assert main(["eval", "--episodes", "2", "--levels", "0"]) == 0
+    assert capsys.readouterr().out.startswith(f"run {out}: RLA-TextNav-v0, algo ppo, mode env, 512 steps\n")
     saved = load_checkpoint(out / "checkpoint.pt")["policy"]
     model, settings = load_run(str(out))
     assert settings.algo == "ppo" and model.num_timesteps == 512

@@ -118,6 +118,17 @@ def test_make_vec_modes_kwargs_text_obs_and_bad_input() -> None:
         gym.make_vec("RLA-TextNav-v0", num_envs=0)
     with pytest.raises(ValueError, match="tasks must have one entry per sub-env"):
         envs.set_tasks([None])
+    before = envs.get_attr("difficulty")
+    with pytest.raises(ValueError, match=r"difficulties\[1\] must be in \[0, 1\], got 2\.0"):
+        envs.set_difficulties([0.0, 2.0, 0.5])
+    assert envs.get_attr("difficulty") == before  # nothing half set
+    with pytest.raises(ValueError, match=r"autoreset_mode must be NEXT_STEP, SAME_STEP or DISABLED, got 'fo"):
+        gym.make_vec("RLA-TextNav-v0", num_envs=2, autoreset_mode="foo")
+    for vector in (envs, gym.make_vec("RLA-TextNav-v0", num_envs=64)):  # the lean loop, the array state
+        with pytest.raises(ValueError, match=r"unknown reset options \['foo'\]; use .*'reset_mask'"):
+            vector.reset(options={"foo": 1})
+    with pytest.raises(ValueError, match="n_envs must be an integer >= 1, got 0"):
+        BatchedVecEnv("RLA-TextNav-v0", 0)
     envs.set_difficulties([0.0, 0.5, 1.0])
     _, info = envs.reset()
     assert info["difficulty"].tolist() == [0.0, 0.5, 1.0]

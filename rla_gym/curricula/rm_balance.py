@@ -112,7 +112,8 @@ class RewardModelBalanceCurriculum(Curriculum):
         return "raise" if delta > 0 else "lower"
 
     def metrics(self) -> dict[str, float]:
+        # the same keys from the start (NaN until the first window is judged), as a logger expects
         stats = {
-            k: float(v) for k, v in self.last.items() if k in ("p_over", "p_under", "balance", "mean_error")
+            k: float(self.last.get(k, float("nan"))) for k in ("p_over", "p_under", "balance", "mean_error")
         }
         return {**super().metrics(), "difficulty": self.difficulty, "changes": self.changes, **stats}
