@@ -60,6 +60,11 @@ def generalized_advantages(
     ``values`` has one row more than ``rewards``: the value of the observation after the last
     step. ``dones[t]`` marks an episode that ended at step ``t`` (nothing is bootstrapped past it).
     """
+    if rewards.shape != dones.shape or values.shape != (len(rewards) + 1, *rewards.shape[1:]):
+        raise ValueError(
+            f"rewards and dones must have one shape and values one row more, got {tuple(rewards.shape)}, "
+            f"{tuple(dones.shape)} and {tuple(values.shape)}"
+        )
     advantages = torch.empty_like(rewards)
     last = torch.zeros_like(rewards[0])
     for t in reversed(range(len(rewards))):

@@ -83,6 +83,15 @@ class ProcessRewardModel(nn.Module):
         super().__init__()
         if head not in ("step", "value"):
             raise ValueError(f"head must be 'step' or 'value', got {head!r}")
+        sizes = {"vocab_size": vocab_size, "token_length": token_length, "n_actions": n_actions,
+                 "embed_dim": embed_dim, "hidden": hidden}  # fmt: skip
+        for name, size in sizes.items():
+            if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {size!r}")
+        if not (_finite_number(value_temperature) and value_temperature > 0):
+            raise ValueError(f"value_temperature must be a finite number > 0, got {value_temperature!r}")
+        if noop_logit is not None and not _finite_number(noop_logit):
+            raise ValueError(f"noop_logit must be a finite number or None, got {noop_logit!r}")
         if seed is not None:
             torch.manual_seed(seed)
         self.config = {
@@ -413,9 +422,22 @@ def distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return index, inverse.reshape(-1)
 
 
+def _finite_number(value: Any) -> bool:
+    return (
+        isinstance(value, (int, float, np.floating, np.integer))
+        and not isinstance(value, bool)
+        and (math.isfinite(value))
+    )
+
+
 def draw_votes(p: np.ndarray, m: int, generator: torch.Generator | None = None) -> np.ndarray:
     """m votes in {+1, -1} per step, +1 with probability ``p``, as :meth:`ProcessRewardModel.assess`
     draws them (uniforms of shape (steps, m) from ``generator``, on its device)."""
+    if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+        raise ValueError(f"m must be an integer >= 1, got {m!r}")
+    p = np.asarray(p)
+    if p.ndim != 1 or not ((p >= 0) & (p <= 1)).all():  # NaN fails both
+        raise ValueError(f"p must be a 1-D array of probabilities in [0, 1], got {p!r}")
     device = generator.device if generator is not None else "cpu"
     draws = torch.rand((len(p), m), generator=generator, device=device).cpu().numpy()
     return np.where(draws < p[:, None], np.float32(1.0), np.float32(-1.0))
@@ -464,7 +486,17 @@ class PRMTrainer:
                 f"objective {objective!r} needs m >= 2 votes (one vote is always unanimous), got {m}"
             )
         self.prm, self.objective, self.lam, self.m = prm, objective, float(lam), m
-        self.success_band = success_band
+        if not (isinstance(success_band, (tuple, list)) and len(success_band) == 2):
+            raise ValueError(f"success_band must be a (low, high) pair, got {success_band!r}")
+        low, high = success_band
+        if not (_finite_number(low) and _finite_number(high) and 0 <= low <= high <= 1):
+            raise ValueError(
+                f"success_band must be (low, high) with 0 <= low <= high <= 1, got {success_band!r}"
+            )
+        mb = minibatch_trajectories
+        if isinstance(mb, bool) or not isinstance(mb, int) or mb < 1:
+            raise ValueError(f"minibatch_trajectories must be an integer >= 1, got {mb!r}")
+        self.success_band = (float(low), float(high))
         self.minibatch = minibatch_trajectories
         # fused where it can be (Adam's update up to float rounding, in fewer kernels): a fused
         # step leaves the parameters' _version as it was, so every step of this optimizer (in
@@ -476,7 +508,10 @@ class PRMTrainer:
         self.generator = torch.Generator(device=prm.device).manual_seed(seed)
 
     def update(self, trajectories: Sequence[Trajectory], epochs: int = 1) -> dict[str, float]:
-        """Train on ``trajectories`` for ``epochs`` passes in shuffled minibatches; returns the mean loss."""
+        """Train on ``trajectories`` for ``epochs`` passes in shuffled minibatches; returns the mean
+        loss (NaN when none is usable, e.g. no task inside a consistency objective's band)."""
+        if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
+            raise ValueError(f"epochs must be an integer >= 1, got {epochs!r}")
         usable = self._filter(trajectories)
         if not usable:
             return {"loss": float("nan"), "trajectories": 0.0}
@@ -589,6 +624,10 @@ def consistency_weights(
 def auc(scores: np.ndarray, labels: np.ndarray) -> float:
     """Area under the ROC curve (Mann-Whitney, ties counted half). NaN with only one class."""
     scores, positive = np.asarray(scores, dtype=np.float64), np.asarray(labels) > 0
+    if scores.ndim != 1 or scores.shape != positive.shape:
+        raise ValueError(
+            f"scores and labels must be 1-D and as long, got shapes {scores.shape} and {positive.shape}"
+        )
     n_pos, n_neg = int(positive.sum()), int((~positive).sum())
     if n_pos == 0 or n_neg == 0:
         return float("nan")
@@ -628,6 +667,8 @@ def prm_diagnostics(
     predicted outcome (:meth:`ProcessRewardModel.predict_outcomes`)."""
     if isinstance(m, bool) or not isinstance(m, int) or m < 1:
         raise ValueError(f"m must be an integer >= 1, got {m!r}")
+    if not trajectories:
+        raise ValueError("the PRM's diagnostics need at least one trajectory, got none")
     if prm.device.type == "cpu":  # the lean forward pass (probabilities'), in numpy
         obs, actions, next_obs = (np.concatenate([getattr(t, k) for t in trajectories])
                                   for k in ("obs", "actions", "next_obs"))  # fmt: skip

@@ -337,6 +337,10 @@ def test_bad_parameters_are_named(cls, kwargs, error, match) -> None:
 def test_results_for_another_env_are_refused() -> None:
     with pytest.raises(ValueError, match="serves 'RLA-TextNav-v0'"):
         FixedCurriculum(ENV, 0.1).update(result(Task("RLA-Other-v0", 0.1, 1), 1))
+    with pytest.raises(TypeError, match="update takes an EpisodeResult, got 'x'"):
+        FixedCurriculum(ENV, 0.1).update("x")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="value_estimates must be 1-D .*, got shape \\(2, 3\\)"):
+        result(Task(ENV, 0.1, 1), 1, value_estimates=np.zeros((2, 3)))
 
 
 # ---------------------------------------------------------------- state round trip

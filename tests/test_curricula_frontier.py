@@ -148,10 +148,20 @@ def test_simulated_learner_and_rm_by_hand() -> None:
         SimulatedRewardModel("psychic")
     with pytest.raises(ValueError, match="width must be > 0"):
         SimulatedLearner(width=0)
+    with pytest.raises(ValueError, match="ceiling must be >= skill, got ceiling 0.2 < skill 0.3"):
+        SimulatedLearner(skill=0.3, ceiling=0.2)
+    with pytest.raises(TypeError, match="curriculum must be an rla_gym Curriculum, got 'x'"):
+        simulate("x")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="bounds\\[0\\] must be < bounds\\[1\\]"):
+        simulate(FixedCurriculum(ENV, 0.3), episodes=10, bounds=(1.0, 0.0))
 
 
 def test_report_needs_a_full_window() -> None:
     sim = simulate(FixedCurriculum(ENV, 0.3), episodes=100)
     with pytest.raises(ValueError, match="no full window"):
         sim.frontier_report(warmup=50, window=200)
+    with pytest.raises(ValueError, match="window must be"):
+        sim.frontier_report(warmup=0, window=0)
+    with pytest.raises(ValueError, match="warmup must be an integer >= 0, got -1"):
+        sim.frontier_report(warmup=-1)
     assert math.isnan(sim.frontier_report(warmup=0, window=50)["skill_correlation"])  # d is constant

@@ -75,6 +75,42 @@ def test_trainer_rejects_bad_settings(env) -> None:
         PRMTrainer(prm, "consistency", m=0)
     with pytest.raises(ValueError, match="needs ProcessRewardModel\\(head='value'\\)"):
         PRMTrainer(prm, "value-difference")
+    with pytest.raises(ValueError, match=r"success_band must be \(low, high\) with .* got \(0.9, 0.1\)"):
+        PRMTrainer(prm, "consistency", success_band=(0.9, 0.1))
+    with pytest.raises(ValueError, match="minibatch_trajectories must be an integer >= 1, got 0"):
+        PRMTrainer(prm, "regression", minibatch_trajectories=0)
+    with pytest.raises(ValueError, match="epochs must be an integer >= 1, got 0"):
+        PRMTrainer(prm, "regression").update([], epochs=0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"embed_dim": 0}, "embed_dim must be an integer >= 1, got 0"),
+        ({"hidden": 2.5}, "hidden must be an integer >= 1, got 2.5"),
+        ({"noop_logit": float("nan")}, "noop_logit must be a finite number or None, got nan"),
+        ({"value_temperature": 0}, "value_temperature must be a finite number > 0, got 0"),
+    ],
+)
+def test_bad_prm_settings_are_named(env, kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        ProcessRewardModel.for_env(env, device="cpu", **kwargs)
+
+
+def test_bad_scoring_input_is_named(env) -> None:
+    from agents.batched_ppo import generalized_advantages
+    from agents.reward_model import draw_votes
+
+    with pytest.raises(ValueError, match="m must be an integer >= 1, got 0"):
+        draw_votes(np.array([0.5]), 0)
+    with pytest.raises(ValueError, match="probabilities in \\[0, 1\\]"):
+        draw_votes(np.array([0.5, 2.0]), 3)
+    with pytest.raises(ValueError, match="must be 1-D and as long, got shapes \\(3,\\) and \\(2,\\)"):
+        auc(np.array([0.1, 0.2, 0.3]), np.array([1, -1]))
+    with pytest.raises(ValueError, match="at least one trajectory"):
+        evaluate_prm(ProcessRewardModel.for_env(env, device="cpu"), [])
+    with pytest.raises(ValueError, match="values one row more, got \\(4, 2\\), \\(4, 2\\) and \\(4, 2\\)"):
+        generalized_advantages(torch.zeros(4, 2), torch.zeros(4, 2), torch.zeros(4, 2), 0.99, 0.95)
 
 
 def test_single_rollout_tasks_are_grouped_by_difficulty() -> None:

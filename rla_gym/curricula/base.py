@@ -65,6 +65,10 @@ class EpisodeResult:
         p = self.rm_outcome_prediction
         if p is not None and not (isinstance(p, numbers.Real) and -1.0 <= p <= 1.0):
             raise ValueError(f"rm_outcome_prediction must be in [-1, 1], got {p!r}")
+        for name in ("value_estimates", "rewards"):
+            values = getattr(self, name)
+            if values is not None and np.ndim(values) != 1:
+                raise ValueError(f"{name} must be 1-D (one per step), got shape {np.shape(values)}")
         if self.score is not None and not (
             isinstance(self.score, numbers.Real) and math.isfinite(self.score)
         ):
@@ -130,6 +134,8 @@ class Curriculum(abc.ABC):
 
     def update(self, result: EpisodeResult) -> None:
         """Learn from one finished episode."""
+        if not isinstance(result, EpisodeResult):
+            raise TypeError(f"update takes an EpisodeResult, got {result!r}")
         if result.task.env_id != self.env_id:
             raise ValueError(f"result is for {result.task.env_id!r}, this curriculum serves {self.env_id!r}")
         self._learn(result)

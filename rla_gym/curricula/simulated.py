@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rla_gym.core import Task
-from rla_gym.curricula.base import Curriculum, EpisodeResult, check_positive
+from rla_gym.curricula.base import Curriculum, EpisodeResult, check_band, check_positive
 
 #: Qualities of :class:`SimulatedRewardModel`'s outcome predictions.
 RM_QUALITIES = ("calibrated", "noisy", "constant", "over-confident")
@@ -61,6 +61,8 @@ class SimulatedLearner:
                 raise ValueError(f"{name} must be a finite number, got {value!r}")
         if task_spread < 0:
             raise ValueError(f"task_spread must be >= 0, got {task_spread!r}")
+        if ceiling < skill:
+            raise ValueError(f"ceiling must be >= skill, got ceiling {ceiling!r} < skill {skill!r}")
         self.initial_skill = float(skill)
         self.width = check_positive(width, "width")
         self.rate = check_positive(rate, "rate")
@@ -160,6 +162,9 @@ class Simulation:
         - ``stuck_at_bound``: share of episodes at a bound of ``bounds`` while the skill lies
           more than ``margin`` inside it.
         """
+        window = check_positive(window, "window", integer=True)
+        if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+            raise ValueError(f"warmup must be an integer >= 0, got {warmup!r}")
         success = self.windows(self.success.astype(np.float64), window, warmup)
         if success.size == 0:
             raise ValueError(f"no full window of {window} trained-on episodes after warmup {warmup}")
@@ -201,6 +206,11 @@ def simulate(
     only when ``curriculum.trains_on(task)`` said so when the task was handed out.
     ``bounds`` is the difficulty range the report's ``stuck_at_bound`` refers to.
     """
+    if not isinstance(curriculum, Curriculum):
+        raise TypeError(f"curriculum must be an rla_gym Curriculum, got {curriculum!r}")
+    if learner is not None and not isinstance(learner, SimulatedLearner):
+        raise TypeError(f"learner must be a SimulatedLearner or None, got {learner!r}")
+    bounds = check_band(*bounds, ("bounds[0]", "bounds[1]"))
     learner = learner if learner is not None else SimulatedLearner()
     episodes = check_positive(episodes, "episodes", integer=True)
     slots = check_positive(slots, "slots", integer=True)
