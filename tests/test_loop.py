@@ -46,6 +46,8 @@ def test_each_mode_runs_a_real_ppo_loop(mode: str) -> None:
     assert difficulties["curriculum/episodes"] > 0
     if mode != "env":
         assert difficulties["curriculum/difficulty"] == 0.2  # fixed env below the full loop
+    else:  # the curriculum's tasks: the task pool starts at the bottom of its range, not at 0.2
+        assert last["loop/difficulty"] == difficulties["curriculum/pool_difficulty_mean"] == 0.0
 
 
 def test_integrated_rewards_reach_the_algorithm() -> None:
