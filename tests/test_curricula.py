@@ -14,6 +14,7 @@ from rla_gym.curricula import (
     EpisodeResult,
     FixedCurriculum,
     FreshTaskPoolCurriculum,
+    LearnabilityCurriculum,
     LearningProgressCurriculum,
     PrioritizedLevelReplay,
     RewardModelBalanceCurriculum,
@@ -322,6 +323,7 @@ BAD = [
     (LearningProgressCurriculum, {"bounds": (0.5, 0.5)}, ValueError, "bounds\\[0\\] must be < bounds"),
     (TaskPoolCurriculum, {"start": 0.8, "bounds": (0.0, 0.5)}, ValueError, "start must lie within bounds"),
     (UniformCurriculum, {"bounds": (0.7, 0.3)}, ValueError, "bounds\\[0\\] must be < bounds\\[1\\]"),
+    (LearnabilityCurriculum, {"candidates": 4, "buffer_size": 8}, ValueError, "buffer_size 8 > candidates 4"),
     (FixedCurriculum, {"difficulty": float("nan")}, ValueError, "difficulty must be in \\[0, 1\\], got nan"),
 ]
 

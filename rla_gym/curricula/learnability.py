@@ -52,6 +52,11 @@ class LearnabilityCurriculum(Curriculum):
         self.candidates = check_positive(candidates, "candidates", integer=True)
         self.rollouts = check_positive(rollouts, "rollouts", integer=True)
         self.buffer_size = check_positive(buffer_size, "buffer_size", integer=True)
+        if self.buffer_size > self.candidates:
+            raise ValueError(
+                f"buffer_size must be <= candidates (the buffer keeps the most learnable of them), "
+                f"got buffer_size {buffer_size} > candidates {candidates}"
+            )
         self.buffer_share = check_difficulty(buffer_share, "buffer_share")
         self.interval = check_positive(interval, "interval", integer=True)
         self.queue: list[Task] = []  # evaluation rollouts still to hand out
