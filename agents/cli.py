@@ -197,6 +197,15 @@ def _print_comparison(rows: list[dict[str, Any]], env_id: str, episodes: int) ->
         )
 
 
+def _load_and_name(run: str, load_run: Any) -> tuple[Any, Any, str]:
+    """The run's model, settings and directory (``latest`` resolved), after a line naming it."""
+    directory = _resolve_run(run)
+    model, settings = load_run(directory)
+    what = f"{settings.env}, algo {settings.algo}, mode {settings.mode}, {model.num_timesteps} steps"
+    print(f"run {directory}: {what}")
+    return model, settings, directory
+
+
 def eval_command(settings: EvalSettings) -> list[dict[str, Any]]:
     """Held-out success of a trained run and of LLM policies, on the same tasks."""
     try:
@@ -213,9 +222,7 @@ def eval_command(settings: EvalSettings) -> list[dict[str, Any]]:
     if not settings.run and not settings.llm:
         raise ValueError("nothing to evaluate: give --run, --llm or both")
     if not settings.llm:
-        directory = _resolve_run(settings.run)
-        model, run = load_run(directory)
-        print(f"run {directory}: {run.env}, algo {run.algo}, mode {run.mode}, {model.num_timesteps} steps")
+        model, run, directory = _load_and_name(settings.run, load_run)
         run.eval_episodes = settings.episodes
         run_rows = evaluate_both(model, run, levels)
         _print_evaluation(run_rows)
@@ -231,13 +238,11 @@ def eval_command(settings: EvalSettings) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     env_id = settings.env
     if settings.run:
-        model, run = load_run(_resolve_run(settings.run))
+        model, run, directory = _load_and_name(settings.run, load_run)
         if env_id and env_id != run.env:
             raise ValueError(f"--env {env_id} differs from the run's env {run.env}")
         env_id, run.eval_episodes = run.env, settings.episodes
-        rows += [
-            {"policy": f"{run.algo}: {settings.run}", **row} for row in evaluate_both(model, run, levels)
-        ]
+        rows += [{"policy": f"{run.algo}: {directory}", **row} for row in evaluate_both(model, run, levels)]
     elif not env_id:
         raise ValueError("an LLM-only evaluation needs --env")
     _make_rla_env(env_id).close()

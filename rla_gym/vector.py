@@ -144,7 +144,8 @@ class RLAVectorEnv(VectorEnv):
     ) -> tuple[Any, dict[str, Any]]:
         """Reset every sub-env (or those in ``options["reset_mask"]``); seed i is ``seed + i``.
 
-        Other ``options`` go to each reset sub-env, as in ``SyncVectorEnv``.
+        ``options["difficulty"]`` or ``options["task"]`` go to each reset sub-env, as in
+        ``SyncVectorEnv``; other keys are refused, naming them.
         """
         seeds, options, mask = self._reset_args(seed, options)
         info = self._empty_info()

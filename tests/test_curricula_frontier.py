@@ -148,8 +148,6 @@ def test_simulated_learner_and_rm_by_hand() -> None:
         SimulatedRewardModel("psychic")
     with pytest.raises(ValueError, match="width must be > 0"):
         SimulatedLearner(width=0)
-    with pytest.raises(ValueError, match="ceiling must be >= skill, got ceiling 0.2 < skill 0.3"):
-        SimulatedLearner(skill=0.3, ceiling=0.2)
     with pytest.raises(TypeError, match="curriculum must be an rla_gym Curriculum, got 'x'"):
         simulate("x")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="bounds\\[0\\] must be < bounds\\[1\\]"):

@@ -387,6 +387,9 @@ def test_load_run_evaluates_the_trained_policy(tmp_path: Path, monkeypatch, caps
     capsys.readouterr()
     assert main(["eval", "--episodes", "2", "--levels", "0"]) == 0
     assert capsys.readouterr().out.startswith(f"run {out}: RLA-TextNav-v0, algo ppo, mode env, 512 steps\n")
+    assert main(["eval", "--episodes", "2", "--levels", "0", "--llm", "scripted:oracle"]) == 0
+    printed = capsys.readouterr().out  # beside an LLM too, and its row names the directory
+    assert printed.startswith(f"run {out}: RLA-TextNav-v0") and f"ppo: {out}" in printed
     saved = load_checkpoint(out / "checkpoint.pt")["policy"]
     model, settings = load_run(str(out))
     assert settings.algo == "ppo" and model.num_timesteps == 512

@@ -38,8 +38,9 @@ class SimulatedLearner:
 
     Training on an episode with success probability p raises the skill by
     ``rate * 4 p (1 - p)`` (at most to ``ceiling``): ``rate`` at the frontier (p = 1/2),
-    nothing on tasks it always or never solves. ``task_spread`` gives each task seed its own
-    offset to the difficulty (normal, that standard deviation), so tasks of one level differ.
+    nothing on tasks it always or never solves; a skill at or above ``ceiling`` stays where it
+    is. ``task_spread`` gives each task seed its own offset to the difficulty (normal, that
+    standard deviation), so tasks of one level differ.
 
     Examples:
         >>> learner = SimulatedLearner(skill=0.4)
@@ -61,8 +62,6 @@ class SimulatedLearner:
                 raise ValueError(f"{name} must be a finite number, got {value!r}")
         if task_spread < 0:
             raise ValueError(f"task_spread must be >= 0, got {task_spread!r}")
-        if ceiling < skill:
-            raise ValueError(f"ceiling must be >= skill, got ceiling {ceiling!r} < skill {skill!r}")
         self.initial_skill = float(skill)
         self.width = check_positive(width, "width")
         self.rate = check_positive(rate, "rate")
