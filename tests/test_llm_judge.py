@@ -381,7 +381,8 @@ def test_one_command_puts_an_llm_and_an_sb3_policy_in_one_table(sb3_run: Path, c
 
     assert main(["eval", "--run", str(sb3_run), "--episodes", "3", "--llm", "scripted:oracle"]) == 0
     out = capsys.readouterr().out
-    lines = out.splitlines()
+    run_line, *lines = out.splitlines()  # first the run it evaluates, then the table
+    assert run_line.startswith(f"run {sb3_run}: RLA-TextNav-v0, algo ppo")
     assert lines[0].startswith("RLA-TextNav-v0: held-out success on 3 tasks")
     assert re.split(r"\s+", lines[1]) == [
         "policy",
