@@ -393,7 +393,10 @@ def evaluate_policy(
 
 def load_run(run: str) -> tuple[Any, TrainSettings]:
     """The trained policy and settings of a run directory."""
-    payload = load_checkpoint(Path(run) / "checkpoint.pt")
+    checkpoint = Path(run) / "checkpoint.pt"
+    if not checkpoint.exists():
+        raise ValueError(f"no run in {run}: {checkpoint.name} is missing (give a directory rla train wrote)")
+    payload = load_checkpoint(checkpoint)
     known = {f.name for f in dataclasses.fields(TrainSettings)}
     settings = TrainSettings(**{k: v for k, v in payload["settings"].items() if k in known})
     settings.device = "cpu"  # evaluation needs no GPU, and the run may come from a machine with one

@@ -390,6 +390,8 @@ def test_load_run_evaluates_the_trained_policy(tmp_path: Path, monkeypatch, caps
     assert main(["eval", "--episodes", "2", "--levels", "0", "--llm", "scripted:oracle"]) == 0
     printed = capsys.readouterr().out  # beside an LLM too, and its row names the directory
     assert printed.startswith(f"run {out}: RLA-TextNav-v0") and f"ppo: {out}" in printed
+    assert main(["eval", "--run", "runs/none"]) == 2
+    assert "no run in runs/none: checkpoint.pt is missing" in capsys.readouterr().err
     saved = load_checkpoint(out / "checkpoint.pt")["policy"]
     model, settings = load_run(str(out))
     assert settings.algo == "ppo" and model.num_timesteps == 512
