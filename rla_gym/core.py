@@ -30,6 +30,10 @@ def half_up(x: float) -> int:
     return math.floor(x + 0.5)
 
 
+#: The keys ``reset(options=...)`` takes (a vector env also takes ``reset_mask``).
+RESET_OPTIONS = ("difficulty", "task")
+
+
 def check_difficulty(value: Any, name: str = "difficulty") -> float:
     """Return ``value`` as a float in [0, 1], or raise naming the bad value.
 
@@ -223,7 +227,7 @@ class RLAEnv(gym.Env[Any, np.int64]):
         if options is not None and not isinstance(options, dict):
             raise TypeError(f"options must be a dict or None, got {options!r}")
         if options:
-            unknown = set(options) - {"difficulty", "task"}
+            unknown = set(options) - set(RESET_OPTIONS)
             if unknown:
                 raise ValueError(f"unknown reset options {sorted(unknown)}; use 'difficulty' or 'task'")
             if len(options) == 2:

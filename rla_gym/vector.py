@@ -21,7 +21,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from rla_gym.core import OBS_MODES, RLAEnv, Task, check_difficulty
+from rla_gym.core import OBS_MODES, RESET_OPTIONS, RLAEnv, Task, check_difficulty
 
 #: The info keys, present for every sub-env at every step (``rla_gym.core.RLAEnv._info``).
 INFO_KEYS = (
@@ -174,7 +174,7 @@ class RLAVectorEnv(VectorEnv):
         if options is not None and not isinstance(options, dict):
             raise TypeError(f"options must be a dict or None, got {options!r}")
         options = dict(options or {})
-        unknown = set(options) - {"difficulty", "task", "reset_mask"}
+        unknown = set(options) - {*RESET_OPTIONS, "reset_mask"}
         if unknown:
             use = "'difficulty', 'task' or 'reset_mask'"
             raise ValueError(f"unknown reset options {sorted(unknown)}; use {use}")
