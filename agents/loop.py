@@ -107,7 +107,9 @@ class LoopSettings:
     env: str = described("RLA-TextNav-v0", "registered rla-gym env id")
     algo: str = described("grpo", f"algorithm: {', '.join(ALGOS)} (grpo: the paper's group trainer)")
     encoder: str = described(
-        "flatten", "token encoder of the policy: flatten, attention, relational, lookup, flatten-small"
+        "flatten",
+        "token encoder of the policy: flatten, attention, relational, lookup, lookup-lite, flatten-small, "
+        "auto (lookup-lite on TextNav, else flatten)",
     )
     mode: str = described(
         "env", f"ablation row: {', '.join(MODES)} (the oracle modes use exact labels: not the method)"
@@ -160,7 +162,7 @@ def validate_settings(settings: LoopSettings) -> None:
     """Raise a clear error for any bad setting, before anything is built or written."""
     import gymnasium as gym
 
-    from agents.policies import ENCODERS
+    from agents.policies import resolve_encoder
     from agents.reward_model import OUTCOME_OBJECTIVES
     from rla_gym.core import RLAEnv
     from rla_gym.curricula import CURRICULA
@@ -209,8 +211,7 @@ def validate_settings(settings: LoopSettings) -> None:
                 raise ValueError(
                     f"{name} must be an integer >= {2 if name == 'group_size' else 1}, got {value!r}"
                 )
-    if settings.encoder not in ENCODERS:
-        raise ValueError(f"encoder must be one of {ENCODERS}, got {settings.encoder!r}")
+    resolve_encoder(settings.encoder, settings.env)  # "auto" or one of ENCODERS
     if settings.curriculum not in CURRICULA:
         raise ValueError(f"curriculum must be one of {sorted(CURRICULA)}, got {settings.curriculum!r}")
     if settings.objective not in OUTCOME_OBJECTIVES:
@@ -400,10 +401,12 @@ def build_loop(settings: LoopSettings) -> tuple[Any, RLAnythingCallback | Rollou
     """
     from stable_baselines3.common.env_util import make_vec_env
 
+    from agents.policies import resolve_encoder
     from rla_gym.curricula import FixedCurriculum
 
     settings = apply_preset(settings)
     validate_settings(settings)
+    settings = dataclasses.replace(settings, encoder=resolve_encoder(settings.encoder, settings.env))
     if settings.algo == "batched-ppo":
         return _batched_ppo(settings)
     grouped = settings.algo in GROUP_ALGOS

@@ -11,7 +11,25 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 from torch.nn import functional as F
 
-ENCODERS = ("flatten", "attention", "relational", "lookup", "flatten-small")
+ENCODERS = ("flatten", "attention", "relational", "lookup", "lookup-lite", "flatten-small")
+#: What ``encoder="auto"`` (``rla train``'s default) picks per env, measured (``docs/policies.md``);
+#: other envs get ``"flatten"``. ``"lookup-lite"``'s cost grows with the square of the token
+#: count, so it pays where names repeat in a short observation (TextNav's route hints).
+AUTO_ENCODERS: dict[str, str] = {"RLA-TextNav-v0": "lookup-lite"}
+
+
+def resolve_encoder(encoder: str, env_id: str) -> str:
+    """``encoder``, or for ``"auto"`` the one :data:`AUTO_ENCODERS` gives ``env_id`` (else flatten).
+
+    Examples:
+        >>> resolve_encoder("auto", "RLA-TextNav-v0"), resolve_encoder("auto", "RLA-GUI-v0")
+        ('lookup-lite', 'flatten')
+    """
+    if encoder == "auto":
+        return AUTO_ENCODERS.get(env_id, "flatten")
+    if encoder not in ENCODERS:
+        raise ValueError(f"encoder must be 'auto' or one of {ENCODERS}, got {encoder!r}")
+    return encoder
 
 
 class _RowGather(torch.autograd.Function):
@@ -59,6 +77,8 @@ class TokenFeaturesExtractor(BaseFeaturesExtractor):
     ``"lookup"`` adds to those, at every position, the mean embedding of the token that follows
     the other occurrences of the two words starting there (a content-addressed read), so
     "the direction the route gives for this room" is a linear feature too.
+    ``"lookup-lite"`` is ``"flatten"`` plus that read alone, without the pairwise features (a
+    minibatch costs about what ``"flatten"``'s does, ``"lookup"``'s about 2.7 times that).
     ``"flatten-small"`` is ``"flatten"`` at 8-d embeddings and 64 features (unless given), its
     lookup's backward summing rows with ``index_add_``; with :class:`TokenPolicy`'s one 64-unit
     hidden layer per head for it, a PPO minibatch costs about half of ``"flatten"``'s
@@ -77,7 +97,9 @@ class TokenFeaturesExtractor(BaseFeaturesExtractor):
         observation_space: gym.spaces.Dict,
         features_dim: int | None = None,
         embed_dim: int | None = None,
-        encoder: Literal["flatten", "attention", "relational", "lookup", "flatten-small"] = "flatten",
+        encoder: Literal[
+            "flatten", "attention", "relational", "lookup", "lookup-lite", "flatten-small"
+        ] = "flatten",
     ) -> None:
         small = encoder == "flatten-small"
         features_dim = features_dim or (64 if small else 128)
@@ -109,6 +131,10 @@ class TokenFeaturesExtractor(BaseFeaturesExtractor):
             if encoder == "lookup":
                 width += (length - 1) * embed_dim
             self.head = nn.Sequential(nn.Linear(width, features_dim), nn.ReLU())
+        elif encoder == "lookup-lite":
+            self.vocab_size = int(tokens.high.max()) + 1
+            width = (2 * length - 1) * embed_dim  # the embeddings, and a read per bigram position
+            self.head = nn.Sequential(nn.Linear(width, features_dim), nn.ReLU())
         else:
             self.position = nn.Parameter(torch.zeros(length, embed_dim))
             self.attention = nn.TransformerEncoderLayer(
@@ -124,6 +150,10 @@ class TokenFeaturesExtractor(BaseFeaturesExtractor):
         embedded = self.embedding(ids)
         if self.encoder == "flatten":
             return self.head(embedded.flatten(start_dim=1))
+        if self.encoder == "lookup-lite":
+            bigrams = ids[:, :-1] * self.vocab_size + ids[:, 1:]
+            read = self._lookup(self._bigram_matches(bigrams), embedded).flatten(start_dim=1)
+            return self.head(torch.cat([embedded.flatten(start_dim=1), read], dim=1))
         if self.encoder in ("relational", "lookup"):
             same = (ids[:, self.pair_rows] == ids[:, self.pair_cols]).float()
             bigrams = ids[:, :-1] * self.vocab_size + ids[:, 1:]

@@ -35,6 +35,7 @@ from agents.batched_ppo import BatchedPPO, RolloutOutcomeCallback
 from agents.fields import described
 from agents.loop import LoopSettings, apply_preset, build_loop, validate_settings
 from agents.loop_runtime import RLAnythingCallback
+from agents.policies import resolve_encoder
 from agents.trajectories import Trajectory
 from rla_gym.evaluation import evaluate, heldout_seeds
 
@@ -44,8 +45,13 @@ EVAL_LEVELS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 @dataclasses.dataclass
 class TrainSettings(LoopSettings):
-    """A closed-loop training run."""
+    """A closed-loop training run (``encoder`` "auto" by default: the run records what it resolves to)."""
 
+    encoder: str = described(
+        "auto",
+        "token encoder of the policy: auto (lookup-lite on TextNav, else flatten), flatten, attention, "
+        "relational, lookup, lookup-lite, flatten-small",
+    )
     steps: int = described(30_000, "env steps to train (rounded up to whole rollouts)")
     out: str = described("", "run directory (empty: runs/<env>-<algo>-<mode>-<time>)")
     resume: bool = described(False, "continue the run in --out")
@@ -283,7 +289,9 @@ def _loop_fields(settings: TrainSettings) -> dict[str, Any]:
 
 def train(settings: TrainSettings) -> dict[str, Any]:
     """Run (or resume) a closed-loop training run; returns the results written to results.json."""
-    settings = apply_preset(settings)  # the run records the settings the preset gave
+    # the run records the settings the preset gave, and the encoder "auto" resolves to
+    settings = apply_preset(settings)
+    settings = dataclasses.replace(settings, encoder=resolve_encoder(settings.encoder, settings.env))
     if not settings.out:
         if settings.resume:
             raise ValueError("--resume needs --out, the run directory to continue")

@@ -88,6 +88,20 @@ def test_loop_runs_on_other_on_policy_algorithms(algo: str, encoder: str) -> Non
     assert model.num_timesteps >= 512 and {"rm/balance", "rm/p_over"} <= set(callback.history[-1])
 
 
+def test_auto_encoder_is_lookup_lite_on_textnav_and_flatten_elsewhere() -> None:
+    from agents.loop import validate_settings
+    from agents.train import TrainSettings
+
+    assert (LoopSettings().encoder, TrainSettings().encoder) == ("flatten", "auto")  # rla train's default
+    for env, expected in (("RLA-TextNav-v0", "lookup-lite"), ("RLA-Reason-v0", "flatten")):
+        for algo in ("ppo", "grpo", "batched-ppo"):
+            settings = LoopSettings(env=env, algo=algo, encoder="auto", n_envs=2, n_steps=8, groups=2, device="cpu")
+            model, _ = build_loop(settings)
+            assert model.policy.features_extractor.encoder == expected, (env, algo)
+    with pytest.raises(ValueError, match="encoder must be 'auto' or one of .* got 'lstm'"):
+        validate_settings(LoopSettings(encoder="lstm"))
+
+
 def test_plr_scores_with_the_trainers_values_and_integrated_rewards_inside_the_loop() -> None:
     model, callback = build_loop(
         LoopSettings(algo="ppo", curriculum="plr", n_envs=2, n_steps=256, device="cpu")

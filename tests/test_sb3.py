@@ -82,6 +82,27 @@ def test_lookup_encoder_reads_the_route_direction_for_the_current_room() -> None
     assert extractor({"tokens": tokens.float()}).shape == (3, 128)
 
 
+def test_lookup_lite_encoder_is_flatten_plus_the_read() -> None:
+    import torch
+
+    env = gym.make("RLA-TextNav-v0", difficulty=0.3)
+    lite = TokenFeaturesExtractor(env.observation_space, encoder="lookup-lite")
+    assert lite.head[0].in_features == 69 * 16 + 68 * 16  # no pairwise features
+    inputs: list[torch.Tensor] = []
+    lite.head[0].register_forward_pre_hook(lambda module, args: inputs.append(args[0]))
+    vocab = env.unwrapped.vocab
+    for seed in range(5):
+        obs, info = env.reset(seed=seed)
+        ids = torch.as_tensor(obs["tokens"][None]).long()
+        assert lite({"tokens": ids.float()}).shape == (1, 128)
+        embedded, read = inputs[-1][0, : 69 * 16], inputs[-1][0, 69 * 16 :].view(68, 16)
+        assert torch.equal(embedded, lite.embedding(ids).flatten())
+        room = 5 + 24  # the room name follows the goal (5) and the route (8 x 3)
+        direction = next(a for a in np.flatnonzero(info["oracle_mask"]).tolist() if a < 4)
+        expected = lite.embedding.weight[vocab.index(("north", "east", "south", "west")[direction])]
+        assert torch.allclose(read[room], expected), seed
+
+
 def test_flatten_small_encoder_matches_flatten_with_its_sizes() -> None:
     import torch
 

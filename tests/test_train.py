@@ -87,6 +87,7 @@ def test_resume_in_process_restores_state(tmp_path: Path) -> None:
     assert _logged_steps(tmp_path / "r") == [512, 1024, 1536, 2048]
     saved = json.loads((tmp_path / "r" / "settings.json").read_text())
     assert saved["steps"] == 2048 and saved["resumes"] == [{"at_step": 1024, "steps": 2048}]
+    assert saved["encoder"] == "lookup-lite"  # what the default "auto" resolved to, and resumed with
 
 
 def _logged_steps(out: Path) -> list[int]:
