@@ -103,6 +103,28 @@ def test_lookup_lite_encoder_is_flatten_plus_the_read() -> None:
         assert torch.allclose(read[room], expected), seed
 
 
+def test_grouped_lookup_equals_the_match_matrix_read_and_its_gradient() -> None:
+    """lookup-lite's read (positions grouped by bigram) gives lookup's (a match matrix) values and
+    gradients, padding, lone bigrams and repeats included."""
+    import torch
+
+    generator = torch.Generator().manual_seed(0)
+    for batch, length, vocab in ((1, 69, 47), (9, 69, 47), (16, 208, 120)):
+        ids = torch.randint(0, vocab, (batch, length), generator=generator)
+        ids[:, 10:12] = ids[:, 40:42]  # a two-word name repeated ...
+        ids[: batch // 2, 20:22] = ids[: batch // 2, 40:42]  # ... three times in some rows
+        ids[0, :6] = 0  # padding
+        embedded = torch.randn(batch, length, 16, generator=generator, requires_grad=True)
+        bigrams = ids[:, :-1] * vocab + ids[:, 1:]
+        dense = TokenFeaturesExtractor._lookup(TokenFeaturesExtractor._bigram_matches(bigrams), embedded)
+        grouped = TokenFeaturesExtractor._grouped_lookup(bigrams, embedded)
+        assert torch.allclose(dense, grouped, atol=1e-6)
+        weights = torch.randn(dense.shape, generator=generator)
+        (dense_grad,) = torch.autograd.grad((dense * weights).sum(), embedded)
+        (grouped_grad,) = torch.autograd.grad((grouped * weights).sum(), embedded)
+        assert torch.allclose(dense_grad, grouped_grad, atol=1e-5)
+
+
 def test_flatten_small_encoder_matches_flatten_with_its_sizes() -> None:
     import torch
 
