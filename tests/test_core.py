@@ -143,6 +143,15 @@ def test_evaluate_restores_the_envs_own_task() -> None:
     assert env.unwrapped.pinned_task == task
 
 
+def test_evaluate_counts_failed_episodes() -> None:
+    from rla_gym.evaluation import evaluate, heldout_seeds, oracle_agent, random_agent
+
+    env = gym.make("RLA-TextNav-v0")
+    assert evaluate(env, oracle_agent, 0.1, heldout_seeds(20)).success_rate == 1.0
+    result = evaluate(env, random_agent, 0.1, heldout_seeds(20))  # random commands fail some
+    assert result.episodes == 20 and 0.0 < result.success_rate < 1.0
+
+
 def test_bad_tasks_and_options() -> None:
     env = gym.make("RLA-TextNav-v0")
     with pytest.raises(ValueError, match="not 'RLA-TextNav-v0'"):

@@ -63,6 +63,23 @@ def test_success_band_steps_up_down_and_ignores_stale_episodes() -> None:
     assert c.difficulty == 0.0 and c.moves == 2
 
 
+def test_success_band_edges_are_inclusive() -> None:
+    c = SuccessBandCurriculum(ENV, window=5, step=0.1)
+    feed(c, [1, 1, 1, 1, -1])  # rate 0.8, exactly alpha_high: up
+    assert c.difficulty == 0.1
+    feed(c, [1, -1, -1, -1, -1])  # rate 0.2, exactly alpha_low: down
+    assert c.difficulty == 0.0 and c.moves == 2
+
+
+def test_success_band_window_slides_until_a_move() -> None:
+    """A judgement that keeps d keeps the window: the next episode judges the last ``window``."""
+    c = SuccessBandCurriculum(ENV, window=4, step=0.1)
+    feed(c, [-1, 1, 1, 1])  # rate 0.75: inside the band
+    assert c.difficulty == 0.0 and c.recent == [0, 1, 1, 1]
+    feed(c, [1])  # the window slides to [1, 1, 1, 1]
+    assert c.difficulty == 0.1 and c.recent == []
+
+
 # ---------------------------------------------------------------- RM balance
 def test_rm_balance_direction_cooldown_and_bounds() -> None:
     c = RewardModelBalanceCurriculum(ENV, interval=4, start=0.5, cooldown=1)
@@ -79,6 +96,34 @@ def test_rm_balance_direction_cooldown_and_bounds() -> None:
     top = RewardModelBalanceCurriculum(ENV, interval=2, start=1.0, cooldown=0)
     feed(top, [1, 1], rm_outcome_prediction=-1.0)
     assert top.difficulty == 1.0 and top.last["decision"] == "at bound"
+
+
+def test_rm_balance_threshold_is_strict() -> None:
+    c = RewardModelBalanceCurriculum(ENV, interval=10, start=0.5, cooldown=0)
+    for outcome, pred in [(-1, 0.0)] * 5 + [(1, 0.0)] * 4 + [(1, 1.0)]:  # p_over 0.5, p_under 0.4
+        c.update(result(c.next_task(), outcome, rm_outcome_prediction=pred))
+    assert c.last["balance"] == 0.8  # not above the threshold 0.8: failures dominate, lower
+    assert c.difficulty == 0.4 and c.last["decision"] == "lower"
+
+
+def test_rm_balance_keeps_errors_without_a_direction_even_at_threshold_one() -> None:
+    """p_over == p_under (here a perfect RM, balance 1.0) gives no direction to move in."""
+    c = RewardModelBalanceCurriculum(ENV, interval=4, start=0.5, cooldown=0, balance_threshold=1.0)
+    feed(c, [1] * 4, rm_outcome_prediction=1.0)  # no error at all
+    assert (c.last["p_over"], c.last["p_under"], c.last["balance"]) == (0.0, 0.0, 1.0)
+    assert c.last["decision"] == "keep" and c.difficulty == 0.5
+    for outcome, pred in [(1, 0.0), (-1, 0.0)] * 2:  # one over, one under: balance 1.0 again
+        c.update(result(c.next_task(), outcome, rm_outcome_prediction=pred))
+    assert c.last["decision"] == "keep" and c.difficulty == 0.5 and c.changes == 0
+
+
+def test_rm_balance_ignores_episodes_at_another_difficulty() -> None:
+    c = RewardModelBalanceCurriculum(ENV, interval=2, start=0.5, cooldown=0)
+    stale = c.next_task()  # assigned at d = 0.5, finishes after the move
+    feed(c, [-1, -1], rm_outcome_prediction=0.5)  # p_over = 1: lower
+    assert c.difficulty == 0.4
+    c.update(result(stale, -1, rm_outcome_prediction=0.5))  # must not count at d = 0.4
+    assert c.predicted == [] and c.actual == []
 
 
 def test_rm_balance_literal_direction_is_the_notes_code() -> None:
@@ -173,6 +218,87 @@ def test_task_pool_rm_scaled_step() -> None:
     assert math.isclose(c.slots[0]["phase"].difficulty, 0.4)
 
 
+def test_task_pool_step_search_doubles_halves_and_resets_the_scale() -> None:
+    """A rejected proposal that did not go far enough doubles the slot's next step, one that
+    overshot the band halves it, an acceptance resets it."""
+    c = TaskPoolCurriculum(ENV, dataset_size=None, pool_size=1, rollouts_per_task=4, start=0.5, step=0.1)
+    slot = c.slots[0]
+    rounds = [  # (successes in the round, the slot's scale after it, the task it runs next)
+        (4, 1.0, 0.6),  # acc 1: harder proposed, one step
+        (4, 2.0, 0.5),  # acc' 1, not below acc: rejected, not far enough
+        (4, 2.0, 0.7),  # harder proposed, two steps
+        (0, 1.0, 0.5),  # acc' 0 < alpha_low: rejected, overshot
+        (4, 1.0, 0.6),
+        (0, 0.5, 0.5),  # overshot again
+        (4, 0.5, 0.55),
+        (2, 1.0, 0.55),  # acc' 0.5: accepted
+        (0, 1.0, 0.45),  # acc 0: easier proposed
+        (0, 2.0, 0.55),  # acc' 0, still unsolved: rejected, not far enough
+        (0, 2.0, 0.35),
+        (4, 1.0, 0.55),  # acc' 1 > alpha_high: rejected, overshot
+    ]
+    for successes, scale, difficulty in rounds:
+        _pool_round(c, successes)
+        assert (slot["scale"], slot["phase"].difficulty) == (scale, difficulty)
+
+
+def test_task_pool_step_scale_stays_within_its_clamp() -> None:
+    c = TaskPoolCurriculum(ENV, dataset_size=None, pool_size=1, rollouts_per_task=2, start=0.5)
+    for _ in range(6):  # every harder proposal overshoots (acc' 0 < 0.2): halved each time
+        _pool_round(c, 2)
+        _pool_round(c, 0)
+    assert c.slots[0]["scale"] == 0.125 and c.rejected == 6
+
+
+def test_task_pool_moves_on_after_max_tries_rejections() -> None:
+    c = TaskPoolCurriculum(ENV, pool_size=1, rollouts_per_task=2, dataset_size=4, start=0.5, max_tries=1)
+    _pool_round(c, 2)  # acc 1: harder proposed
+    assert c.slots[0]["direction"] == 1
+    _pool_round(c, 2)  # acc' 1: rejected, the first try
+    assert c.rejected == 1 and c.draws == 1
+    _pool_round(c, 2)  # acc 1 again, but max_tries are used up: the slot draws another task
+    assert c.slots[0]["direction"] == 0 and c.draws == 2
+
+
+def test_task_pool_accepted_variant_replaces_its_original_in_the_data_set() -> None:
+    c = TaskPoolCurriculum(ENV, pool_size=1, rollouts_per_task=2, dataset_size=4, start=0.5)
+    slot = c.slots[0]
+    original = slot["active"]
+    assert c.dataset[slot["index"]] == original
+    _pool_round(c, 2)  # acc 1: harder proposed
+    _pool_round(c, 1)  # acc' 0.5: accepted
+    assert slot["active"].difficulty == 0.6 and slot["active"].seed == original.seed
+    assert c.dataset[slot["index"]] == slot["active"] and original not in c.dataset
+
+
+def test_task_pool_slots_never_hold_the_same_data_set_task() -> None:
+    """Two slots on one task could not tell their rollouts apart; with as many tasks as slots
+    every slot holds its own index, from the start and through every redraw."""
+    c = TaskPoolCurriculum(ENV, pool_size=8, rollouts_per_task=2, dataset_size=8, start=0.5)
+    for _ in range(50):
+        assert sorted(s["index"] for s in c.slots) == list(range(8))
+        feed(c, [1, -1] * 8)
+    assert c.draws > 8  # slots did redraw
+
+
+def test_fresh_task_pool_gives_a_verdict_on_every_task_it_judged() -> None:
+    c = FreshTaskPoolCurriculum(ENV, pool_size=1, rollouts_per_task=2, start=0.5)
+    active = [c.next_task() for _ in range(2)]
+    for task in active:  # acc 1: harder proposed; no proposal judged yet
+        c.update(result(task, 1))
+    assert [c.verdict(t) for t in active] == [None, None]
+    accepted = [c.next_task() for _ in range(2)]  # two fresh tasks at the proposed 0.6
+    for task, outcome in zip(accepted, (1, -1), strict=True):  # acc' 0.5: accepted
+        c.update(result(task, outcome))
+    assert [c.verdict(t) for t in accepted] == [True, True]
+    assert [c.verdict(t) for t in accepted] == [None, None]  # read once
+    _pool_round(c, 2)  # acc 1 at 0.6: harder proposed
+    rejected = [c.next_task() for _ in range(2)]
+    for task in rejected:  # acc' 1, not below acc: rejected
+        c.update(result(task, 1))
+    assert [c.verdict(t) for t in rejected] == [False, False]
+
+
 def test_fresh_task_pool_adapts_a_level_over_new_tasks() -> None:
     c = FreshTaskPoolCurriculum(ENV, pool_size=2, rollouts_per_task=4, start=0.5, seed=3)
     served = [c.next_task() for _ in range(8)]
@@ -230,6 +356,48 @@ def test_plr_fill_ratio_replacement_and_replay() -> None:
     assert all(c.next_task() in buffered for _ in range(20))  # full and replay_prob 1: replay only
 
 
+def test_plr_replay_refreshes_the_levels_staleness() -> None:
+    c = PrioritizedLevelReplay(
+        ENV, score="external", buffer_size=2, min_fill_ratio=1.0, replay_prob=1.0, staleness_coef=1.0
+    )
+    for s in (0.1, 0.2):
+        c.update(result(c.next_task(), 1, score=s))
+    replayed = c.next_task()  # clock 3: the buffer is full, a replay
+    level = next(lv for lv in c.levels if lv["task"] == replayed)
+    assert level["last"] == c.clock == 3
+    assert c.sampling_weights()[c.levels.index(level)] == 0.0  # drawn just now: not stale at all
+
+
+def test_plr_a_tie_with_the_lowest_score_does_not_evict() -> None:
+    c = PrioritizedLevelReplay(ENV, score="external", buffer_size=1, replay_prob=0.0)
+    first = c.next_task()
+    c.update(result(first, 1, score=0.3))
+    c.update(result(Task(ENV, 0.5, 99), 1, score=0.3))  # equal, not higher
+    assert [lv["task"] for lv in c.levels] == [first]
+
+
+def test_plr_level_score_is_its_latest_episodes_score() -> None:
+    c = PrioritizedLevelReplay(ENV, score="external", replay_prob=0.0)
+    task = c.next_task()
+    for s in (0.9, 0.2):
+        c.update(result(task, 1, score=s))
+    assert c.levels[0]["score"] == 0.2 and c.levels[0]["count"] == 2  # the latest, not the highest
+
+
+def test_plr_max_mc_scores_from_the_best_return_seen() -> None:
+    c = PrioritizedLevelReplay(ENV, score="max_mc")
+    task, values = Task(ENV, 0.2, 5), np.array([0.0, 0.0])
+    c.update(EpisodeResult(task, 1, 1.0, 2, value_estimates=values))  # best return 1.0
+    again = EpisodeResult(task, -1, 0.0, 2, value_estimates=values)
+    assert c.episode_score(again) == 1.0  # mean(best 1.0 - V), not mean(this return 0.0 - V)
+
+
+def test_plr_value_l1_is_the_mean_absolute_advantage() -> None:
+    c = PrioritizedLevelReplay(ENV, score="value_l1", gamma=1.0, gae_lambda=1.0)
+    r = EpisodeResult(Task(ENV, 0.1, 1), -1, 0.0, 2, value_estimates=np.array([1.0, 1.0]))
+    assert c.episode_score(r) == pytest.approx(1.0)  # advantages [-1, -1]
+
+
 def test_plr_positive_value_loss_and_missing_inputs() -> None:
     values = np.array([0.5, 0.6, 0.7])
     adv = gae(values, np.array([0.0, 0.0, 1.0]), 0.9, 0.5)
@@ -278,6 +446,52 @@ def test_learning_progress_ema_by_hand_and_sampling() -> None:
     c.update(result(Task(ENV, 0.9, 3), -1))  # bin 1: fast 0, slow 0: no progress
     assert c.weights().tolist() == [1.0, 0.0]
     assert all(c.next_task().difficulty < 0.5 for _ in range(50))
+
+
+def test_learning_progress_mixes_in_a_uniform_share() -> None:
+    c = LearningProgressCurriculum(ENV, bins=2, ema_alpha=0.5, explore=0.2)
+    c.update(result(Task(ENV, 0.1, 1), 1))  # bin 0: fast 0.5, slow 0.25
+    c.update(result(Task(ENV, 0.9, 2), -1))  # bin 1: seen, no progress
+    assert c.weights() == pytest.approx([0.8 * 1.0 + 0.2 * 0.5, 0.8 * 0.0 + 0.2 * 0.5])
+
+
+def test_learning_progress_draws_within_the_chosen_bins_edges() -> None:
+    c = LearningProgressCurriculum(ENV, bins=4, bounds=(0.2, 0.6), explore=0.0)
+    for d, outcome in [(0.25, -1), (0.35, -1), (0.45, 1), (0.55, -1)]:  # progress in bin 2 only
+        c.update(result(Task(ENV, d, 1), outcome))
+    assert c.weights().tolist() == [0.0, 0.0, 1.0, 0.0]
+    drawn = [c.next_task().difficulty for _ in range(200)]
+    assert 0.4 <= min(drawn) < 0.41 and 0.49 < max(drawn) <= 0.5  # bin 2 is [0.4, 0.5]
+
+
+# ---------------------------------------------------------------- learnability
+def test_learnability_refreshes_its_buffer_every_interval_training_episodes() -> None:
+    c = LearnabilityCurriculum(ENV, candidates=2, rollouts=2, buffer_size=1, interval=3)
+    first = [c.next_task() for _ in range(4)]  # two candidates, two evaluation rollouts each
+    for task, outcome in zip(first, (1, -1, 1, 1), strict=True):  # p (1 - p): 1/4 and 0
+        c.update(result(task, outcome))
+    assert c.buffer == [first[0]] and c.refreshes == 1
+    feed(c, [1, 1])  # two training episodes: not yet
+    assert not c.queue and not c.evaluating
+    feed(c, [1])  # the third: new candidates are drawn
+    assert len(c.queue) == 4 and len(c.evaluating) == 2 and c.since_refresh == 0
+    second = [c.next_task() for _ in range(4)]
+    assert not any(c.trains_on(t) for t in second) and first[0] not in second
+    for task, outcome in zip(second, (-1, -1, 1, -1), strict=True):
+        c.update(result(task, outcome))
+    assert c.buffer == [second[2]] and c.refreshes == 2
+
+
+@pytest.mark.parametrize(("share", "low", "high"), [(0.0, 0.0, 0.0), (0.9, 0.85, 0.95), (1.0, 1.0, 1.0)])
+def test_learnability_draws_buffer_share_of_training_tasks_from_its_buffer(
+    share: float, low: float, high: float
+) -> None:
+    c = LearnabilityCurriculum(
+        ENV, candidates=2, rollouts=1, buffer_size=1, buffer_share=share, interval=10**6
+    )
+    feed(c, [1, -1])  # the candidates' evaluation rollouts fill the buffer
+    drawn = [c.next_task() for _ in range(1000)]
+    assert low <= np.mean([t in c.buffer for t in drawn]) <= high
 
 
 # ---------------------------------------------------------------- validation

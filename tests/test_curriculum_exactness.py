@@ -98,28 +98,37 @@ def test_gymnasium_vector_wrapper_is_exact(mode: str, autoreset: AutoresetMode) 
     envs = CurriculumVectorWrapper(base, curriculum)
     observed: dict[int, list] = defaultdict(list)
     lengths = np.zeros(N_ENVS, dtype=int)
+    returns = np.zeros(N_ENVS)  # the rewards summed over each running episode
+    episode_returns: dict[str, float] = {}  # task key -> its episode's return
     restarting = np.zeros(N_ENVS, dtype=bool)
     rng = np.random.default_rng(0)
     try:
         envs.reset(seed=0)
         while sum(map(len, observed.values())) < EPISODES:
-            _, _, terminated, truncated, info = envs.step(rng.integers(0, 24, N_ENVS))
+            _, rewards, terminated, truncated, info = envs.step(rng.integers(0, 24, N_ENVS))
             done = terminated | truncated
             if autoreset == AutoresetMode.SAME_STEP:
                 lengths += 1
+                returns += rewards
                 final = info.get("final_info", {})
                 for i in np.flatnonzero(done):
                     observed[i].append((final["task_key"][i], final["outcome"][i], lengths[i]))
-                lengths[done] = 0
+                    episode_returns[final["task_key"][i]] = returns[i]
+                lengths[done] = returns[done] = 0
             else:
-                lengths[restarting] = 0
+                lengths[restarting] = returns[restarting] = 0
                 lengths[~restarting] += 1
+                returns[~restarting] += rewards[~restarting]
                 for i in np.flatnonzero(done & ~restarting):
                     observed[i].append((info["task_key"][i], info["outcome"][i], lengths[i]))
+                    episode_returns[info["task_key"][i]] = returns[i]
                 restarting = done & ~restarting
     finally:
         envs.close()
     _check(curriculum, observed)
+    # each result's return is its own episode's rewards, summed (none carried over from the last)
+    assert {r.task.key: r.episode_return for r in curriculum.results} == pytest.approx(episode_returns)
+    assert 0 < sum(episode_returns.values()) < len(episode_returns)  # some succeeded, some failed
 
 
 @pytest.mark.parametrize("vec_env_cls", [DummyVecEnv, SubprocVecEnv, BatchedVecEnv])
@@ -144,6 +153,35 @@ def test_sb3_vecenv_adapter_is_exact(vec_env_cls: type) -> None:
     finally:
         venv.close()
     _check(curriculum, observed)
+
+
+class PredictsEvenSubEnvs(gym.vector.VectorWrapper):
+    """Writes a predicted outcome for the even sub-envs' finished episodes only: the odd ones'
+    entries are padding, masked off by ``info["_rm_outcome_prediction"]``."""
+
+    def step(self, actions):
+        obs, rewards, terminated, truncated, info = self.env.step(actions)
+        even = (terminated | truncated) & (np.arange(self.num_envs) % 2 == 0)
+        info["rm_outcome_prediction"] = np.where(even, 0.5, 0.0)
+        info["_rm_outcome_prediction"] = even
+        return obs, rewards, terminated, truncated, info
+
+    def set_attr(self, name, values) -> None:
+        self.env.set_attr(name, values)
+
+
+def test_vector_wrapper_reads_only_the_sub_envs_an_info_key_marks() -> None:
+    curriculum = RecordingCurriculum()
+    envs = CurriculumVectorWrapper(PredictsEvenSubEnvs(gym.make_vec(ENV_ID, N_ENVS)), curriculum)
+    rng = np.random.default_rng(0)
+    envs.reset(seed=0)
+    for _ in range(300):
+        envs.step(rng.integers(0, 24, N_ENVS))
+    slot_of = {task.key: slot for slot, tasks in curriculum.assigned.items() for task in tasks}
+    predictions = defaultdict(set)
+    for r in curriculum.results:
+        predictions[slot_of[r.task.key]].add(r.rm_outcome_prediction)
+    assert dict(predictions) == {0: {0.5}, 1: {None}, 2: {0.5}, 3: {None}}  # None, not the padding
 
 
 def test_a_foreign_reset_is_detected() -> None:

@@ -21,6 +21,7 @@ from agents.evaluation import (
 )
 from agents.loop import LoopSettings, build_loop
 from agents.train import TrainSettings, evaluate_policy
+from rla_gym.core import HELDOUT_SEED_START, TASK_SEED_LIMIT
 from rla_gym.evaluation import evaluate, heldout_seeds, oracle_agent
 
 
@@ -75,6 +76,12 @@ def test_bad_evaluation_arguments_are_named() -> None:
     with pytest.raises(ValueError, match="offset \\+ count must be <="):
         heldout_seeds(2**31)
     assert heldout_seeds(0) == [] and len(set(heldout_seeds(5) + heldout_seeds(5, offset=5))) == 10
+
+
+def test_heldout_seeds_reach_the_last_seed() -> None:
+    room = TASK_SEED_LIMIT - HELDOUT_SEED_START
+    assert heldout_seeds(1, offset=room - 1) == [TASK_SEED_LIMIT - 1]
+    assert heldout_seeds(0, offset=room) == []
 
 
 def test_the_protocol_metrics() -> None:

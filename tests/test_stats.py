@@ -72,6 +72,11 @@ def test_vote_statistics_hand_case_and_errors() -> None:
         vote_statistics([[1], [1], [1]], [1, 1])
 
 
+def test_vote_statistics_reads_1d_votes_as_one_vote_per_step() -> None:
+    assert vote_statistics([1, -1], [1, -1]) == {"p_plus": 1.0, "p_minus": 1.0, "mu": 2.0}
+    assert vote_statistics([1, 1, -1], [1, -1, -1]) == vote_statistics([[1], [1], [-1]], [1, -1, -1])
+
+
 @given(mu=st.floats(1.0, 2.0), m=st.integers(1, 100))
 def test_precision_bound_grows_with_m_and_mu(mu, m) -> None:
     bound = precision_bound(mu, m)

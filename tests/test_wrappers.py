@@ -16,7 +16,7 @@ from stable_baselines3.common.logger import configure
 
 from agents.curriculum import CurriculumLoggingCallback, CurriculumVecEnv, masked_buffer_class
 from agents.policies import TokenFeaturesExtractor
-from rla_gym.curricula import EpisodeResult, PrioritizedLevelReplay, SuccessBandCurriculum
+from rla_gym.curricula import EpisodeResult, FixedCurriculum, PrioritizedLevelReplay, SuccessBandCurriculum
 from rla_gym.evaluation import oracle_agent, random_agent
 from rla_gym.wrappers import AdaptiveDifficultyWrapper, CurriculumWrapper
 
@@ -127,6 +127,13 @@ class LiesAboutPredictions(gym.Wrapper):
     writes_rm_outcome_prediction = True
 
 
+def test_finds_a_declaring_wrapper_below_other_wrappers() -> None:
+    stacked = gym.wrappers.RecordEpisodeStatistics(PredictionInInfo(gym.make(ENV), 1.0))
+    env = AdaptiveDifficultyWrapper(stacked, interval=5, start=0.6, cooldown=0)
+    finals = _play(env, random_agent, 5)
+    assert "episode" in finals[-1] and env.curriculum.last["p_over"] == 1.0  # the prediction got through
+
+
 def test_missing_or_bad_predictions_are_clear_errors() -> None:
     with pytest.raises(ValueError, match="needs info\\['rm_outcome_prediction'\\]"):
         AdaptiveDifficultyWrapper(gym.make(ENV))  # fails at construction, not at the first episode end
@@ -147,6 +154,36 @@ def test_curriculum_wrapper_reports_metrics_and_follows_the_curriculum() -> None
     finals = _play(env, oracle_agent, 20)  # always succeeds: up one step every 5 episodes
     assert [f["difficulty"] for f in finals[::5]] == [0.0, 0.2, 0.4, 0.6]
     assert finals[-1]["curriculum"]["moves"] == 4 and curriculum.episodes == 20
+
+
+class _Results(FixedCurriculum):
+    """A fixed difficulty that keeps every result it learns from."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.results: list[EpisodeResult] = []
+
+    def _learn(self, result: EpisodeResult) -> None:
+        self.results.append(result)
+
+
+def test_curriculum_wrapper_reports_the_return_of_the_rewards_it_passes_on() -> None:
+    """The return sums every step's reward as the wrappers below made it (a step penalty here),
+    not just the last one."""
+    curriculum = _Results(ENV, 0.0)
+    env = CurriculumWrapper(gym.wrappers.TransformReward(gym.make(ENV), lambda r: r - 0.01), curriculum)
+    rng = np.random.default_rng(0)
+    obs, info = env.reset(seed=0)
+    episode_return, returns = 0.0, []
+    while len(returns) < 5:
+        obs, reward, terminated, truncated, info = env.step(random_agent(obs, info, rng))
+        episode_return += reward
+        if terminated or truncated:
+            returns.append(episode_return)
+            episode_return = 0.0
+            obs, info = env.reset()
+    assert [r.episode_return for r in curriculum.results] == pytest.approx(returns)
+    assert all(r.length > 1 for r in curriculum.results)
 
 
 def _small_ppo(venv: Any, log_dir: Any, **kwargs: Any) -> PPO:

@@ -17,7 +17,9 @@ class RewardModelBalanceCurriculum(Curriculum):
 
     Every ``interval`` episodes at the current difficulty d, with errors = RM predicted
     outcome - actual outcome: balance = min(p_over, p_under) / max(p_over, p_under);
-    balance > ``balance_threshold`` keeps d; otherwise d moves by ``step`` within ``bounds``.
+    balance > ``balance_threshold`` keeps d, and so do errors with no direction (p_over ==
+    p_under, say a perfect RM, even at ``balance_threshold=1``); otherwise d moves by ``step``
+    within ``bounds``. Results at another difficulty than d do not count.
     After a change the next ``cooldown`` intervals make no change, so d cannot flip every
     interval. Every result must carry ``rm_outcome_prediction``.
 
@@ -100,8 +102,8 @@ class RewardModelBalanceCurriculum(Curriculum):
         if self.cooldown_left > 0:
             self.cooldown_left -= 1
             return "cooldown"
-        if stats["balance"] > self.balance_threshold:
-            return "keep"
+        if stats["balance"] > self.balance_threshold or stats["p_over"] == stats["p_under"]:
+            return "keep"  # a tie has no direction to move in
         successes_dominate = stats["p_under"] > stats["p_over"]
         harder = successes_dominate if self.direction == "stabilising" else not successes_dominate
         delta = self.step if harder else -self.step

@@ -11,8 +11,9 @@ class SuccessBandCurriculum(Curriculum):
 
     Rule: once ``window`` episodes at the current difficulty d have finished, a success
     rate >= alpha_high moves d to min(d + step, high); a rate <= alpha_low moves it to
-    max(d - step, low); after a move the window starts afresh. Episodes that were
-    assigned before a move (still running in other envs) do not count.
+    max(d - step, low); after a move the window starts afresh. Only results at the current
+    difficulty count: one at another difficulty (say, assigned before a move and still running
+    in another env) does not, while one assigned at d before moves that led back to d does.
     Defaults: the paper's thresholds 0.2 / 0.8 (reasoning-gym steps the same way).
 
     Examples:
