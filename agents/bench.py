@@ -21,13 +21,14 @@ import platform
 import time
 import tomllib
 import traceback
+import typing
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from agents.atomic import write_text_atomic
+from agents.atomic import read_json, write_text_atomic
 from agents.evaluation import DENSE_LEVELS
 from agents.fields import described
 from agents.loop import ALGOS, LoopSettings, apply_preset, from_loop, validate_settings
@@ -42,18 +43,24 @@ HISTORY_KEYS = (
     "rm/auc", "rm/balanced_accuracy", "curriculum/accepted", "curriculum/rejected",
 )  # fmt: skip
 PRECISION_M = (1, 2, 4, 8, 16, 32)
-#: Settings that change what a run measures: resuming into runs made with others is refused.
+#: Settings that change what a run measures: resuming into runs made with others is refused
+#: (every field of :class:`BenchSettings` that reaches a run but the plan's axes and the execution).
 RUN_SETTINGS = (
-    "steps", "eval_every", "eval_episodes", "levels", "max_difficulty", "difficulty", "algo",
-    "encoder", "objective", "lam", "process_scale", "mu", "prm_epochs", "prm_replay", "n_envs", "n_steps",
-    "group_size", "groups", "group_filter", "vec_env", "batch_size", "n_epochs", "ent_coef", "learning_rate",
+    "steps", "eval_every", "eval_episodes", "final_eval_episodes", "levels", "max_difficulty",
+    "difficulty", "algo", "encoder", "objective", "lam", "process_scale", "mu", "prm_epochs", "prm_replay",
+    "prm_embed_dim", "prm_hidden", "n_envs", "n_steps", "group_size", "groups", "group_filter", "vec_env",
+    "batch_size", "n_epochs", "ent_coef", "learning_rate", "history",
 )  # fmt: skip
-#: Run settings added after runs were committed: a run without the key was made with this value.
+#: Run settings added after runs were committed: a run without the key was made with this value
+#: (the PRM's size was its constructor's defaults; there was no history).
 UNSAVED_DEFAULTS = {
     "encoder": "flatten", "prm_epochs": 1, "prm_replay": 1, "mu": 1.5, "group_size": 8, "groups": 8,
     "group_filter": "all", "vec_env": "dummy", "batch_size": 0, "n_epochs": 10, "ent_coef": 0.0,
-    "learning_rate": 0.0,
+    "learning_rate": 0.0, "prm_embed_dim": 16, "prm_hidden": 128, "history": 0,
 }  # fmt: skip
+#: Run settings that took another's value before they existed: a run without
+#: ``final_eval_episodes`` evaluated on ``eval_episodes`` tasks per level every time.
+UNSAVED_SAME_AS = {"final_eval_episodes": "eval_episodes"}
 #: Held-out RM trajectories use task seeds from here on (policy evaluation uses the start).
 RM_SEED_OFFSET = 1_000_000
 
@@ -139,13 +146,33 @@ def read_settings_file(path: str | Path, cls: type = BenchSettings) -> dict[str,
     unknown = sorted(set(values) - fields)
     if unknown:
         raise ValueError(f"unknown settings in {path}: {unknown}")
-    tuples = {f.name for f in dataclasses.fields(cls) if "tuple" in str(f.type)}
-    for key in tuples & set(values):
-        if isinstance(values[key], str):  # envs = "RLA-TextNav-v0" would be read letter by letter
-            raise ValueError(
-                f"{key} in {path} must be a list, e.g. {key} = [{values[key]!r}], got {values[key]!r}"
-            )
+    hints = typing.get_type_hints(cls)
+    for key, value in values.items():
+        _check_setting_type(key, value, hints[key], path)
     return {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+
+
+_KIND_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
+
+
+def _is_kind(value: Any, kind: Any) -> bool:
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return not isinstance(kind, type) or isinstance(value, kind)  # other hints: not checked here
+
+
+def _check_setting_type(key: str, value: Any, hint: Any, path: Path) -> None:
+    """Raise naming ``key`` when a settings file gives it a value of the wrong type."""
+    if typing.get_origin(hint) is tuple:
+        (kind, *_) = typing.get_args(hint)
+        if isinstance(value, str):  # envs = "RLA-TextNav-v0" would be read letter by letter
+            raise ValueError(f"{key} in {path} must be a list, e.g. {key} = [{value!r}], got {value!r}")
+        if not isinstance(value, list) or not all(_is_kind(item, kind) for item in value):
+            raise TypeError(f"{key} in {path} must be a list of {kind.__name__} values, got {value!r}")
+    elif not _is_kind(value, hint):
+        raise TypeError(f"{key} in {path} must be {_KIND_NAMES.get(hint, hint.__name__)}, got {value!r}")
 
 
 def load_config(settings: BenchSettings, given: set[str] | None = None) -> BenchSettings:
@@ -218,9 +245,9 @@ def validate(settings: BenchSettings) -> None:
         check_difficulty(level, "level")
     if any(b <= a for a, b in zip(settings.levels[:-1], settings.levels[1:], strict=True)):
         raise ValueError(f"levels must increase strictly, got {settings.levels!r}")
-    for env in settings.envs:  # every mode: some algos train in some modes only
-        for mode in settings.modes:
-            validate_settings(loop_settings(settings, RunSpec(env, mode, "fixed", 0)))
+    # every (env, mode, strategy) planned: some algos train in some modes or with some curricula only
+    for spec in plan(dataclasses.replace(settings, seeds=1)):
+        validate_settings(loop_settings(settings, spec))
 
 
 def plan(settings: BenchSettings) -> list[RunSpec]:
@@ -361,6 +388,9 @@ def run_one(settings: BenchSettings, spec: RunSpec, position: int = 0) -> dict[s
     return record
 
 
+_REFERENCES_REMEDY = "delete it and rerun: it is made again from the settings of the runs"
+
+
 def write_references(out: Path, settings: BenchSettings) -> dict[str, Any]:
     """``references.json``: per env, the success per level of random admissible commands and of
     the exact oracle on the final evaluation's held-out tasks (scores are normalised between
@@ -370,7 +400,7 @@ def write_references(out: Path, settings: BenchSettings) -> dict[str, Any]:
     from agents.evaluation import evaluate_batched, oracle_batch_agent, random_batch_agent
 
     path = out / "references.json"
-    references: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+    references: dict[str, Any] = read_json(path, _REFERENCES_REMEDY) if path.exists() else {}
     grid = [str(float(level)) for level in settings.levels]
     for env in settings.envs:
         known = references.get(env, {})
@@ -443,40 +473,55 @@ def _exit_with_parent(parent: int, interval: float = 0.5) -> None:
 
 def _process_entry(settings: BenchSettings, spec: RunSpec, position: int, parent: int) -> None:
     _exit_with_parent(parent)
-    status, payload = attempt(settings, spec, position)
+    try:
+        status, payload = attempt(settings, spec, position)
+    except KeyboardInterrupt:  # Ctrl-C reaches every process: the run stays pending, quietly
+        return
     _record(Path(settings.out), spec, status, payload)
 
 
 def _run_processes(settings: BenchSettings, pending: list[RunSpec], bar: Any) -> dict[str, str]:
     """A local pool of ``workers`` processes (spawned: no torch state is forked); one per run, so a
-    run that dies hard (killed, out of memory) is reported like one that raised."""
+    run that dies hard (killed, out of memory) is reported like one that raised. On Ctrl-C the
+    runs under way are ended and stay pending (the next invocation runs them)."""
     import multiprocessing
 
     context = multiprocessing.get_context("spawn")
-    out, queue = Path(settings.out), list(pending)
+    queue = list(pending)
     running: dict[RunSpec, tuple[Any, int]] = {}
     status: dict[str, str] = {}
     free = list(range(1, settings.workers + 1))
-    while queue or running:
-        while queue and free:
-            spec, position = queue.pop(0), free.pop(0)
-            process = context.Process(target=_process_entry, args=(settings, spec, position, os.getpid()))
-            process.start()
-            running[spec] = (process, position)
-        time.sleep(0.2)
-        for spec, (process, position) in list(running.items()):
-            if process.is_alive():
-                continue
+    try:
+        while queue or running:
+            while queue and free:
+                spec, position = queue.pop(0), free.pop(0)
+                process = context.Process(target=_process_entry, args=(settings, spec, position, os.getpid()))
+                process.start()
+                running[spec] = (process, position)
+            time.sleep(0.2)
+            for spec, (process, position) in list(running.items()):
+                if not process.is_alive():
+                    process.join()
+                    del running[spec]
+                    free.append(position)
+                    status[spec.run_id] = _finished(Path(settings.out), spec, process.exitcode)
+                    bar.update(1)
+    except KeyboardInterrupt:
+        for process, _ in running.values():
+            process.terminate()
             process.join()
-            del running[spec]
-            free.append(position)
-            done = (out / "runs" / f"{spec.run_id}.json").exists()
-            error = out / "runs" / f"{spec.run_id}.error.txt"
-            if not done and not error.exists():
-                error.write_text(f"the run's process died with exit code {process.exitcode}\n")
-            status[spec.run_id] = "done" if done else "crashed"
-            bar.update(1)
+        raise
     return status
+
+
+def _finished(out: Path, spec: RunSpec, exitcode: int | None) -> str:
+    """``"done"`` or ``"crashed"`` for a run whose process ended (one that died without a word
+    gets an error file saying how)."""
+    done = (out / "runs" / f"{spec.run_id}.json").exists()
+    error = out / "runs" / f"{spec.run_id}.error.txt"
+    if not done and not error.exists():
+        error.write_text(f"the run's process died with exit code {exitcode}\n")
+    return "done" if done else "crashed"
 
 
 def _run_ray(settings: BenchSettings, pending: list[RunSpec], bar: Any) -> dict[str, str]:
@@ -528,7 +573,7 @@ def _copy_twin_runs(out: Path, twins: dict[RunSpec, RunSpec]) -> dict[str, str]:
     for spec, twin in twins.items():
         source = out / "runs" / f"{twin.run_id}.json"
         if source.exists():
-            record = json.loads(source.read_text())
+            record = read_json(source, _RUN_REMEDY)
             record["spec"], record["copy_of"] = dataclasses.asdict(spec), twin.run_id
             write_json_atomic(out / "runs" / f"{spec.run_id}.json", record)
             status[spec.run_id] = "done"
@@ -537,19 +582,44 @@ def _copy_twin_runs(out: Path, twins: dict[RunSpec, RunSpec]) -> dict[str, str]:
     return status
 
 
-def check_resumable(out: Path, specs: list[RunSpec], settings: BenchSettings) -> None:
-    """Refuse to mix finished runs made with other :data:`RUN_SETTINGS` into this benchmark."""
+#: What to do about a run file that is not valid JSON.
+_RUN_REMEDY = "delete it to run that run again"
+
+
+def check_resumable(out: Path, settings: BenchSettings) -> None:
+    """Refuse to mix finished runs made with other :data:`RUN_SETTINGS` into this benchmark: every
+    run in ``out`` is checked, planned or not, since they share ``references.json``."""
     current = json.loads(json.dumps({k: getattr(settings, k) for k in RUN_SETTINGS}))
-    for spec in specs:
-        path = out / "runs" / f"{spec.run_id}.json"
-        if path.exists():
-            saved = {**UNSAVED_DEFAULTS, **json.loads(path.read_text())["settings"]}
-            differ = sorted(k for k in RUN_SETTINGS if saved.get(k) != current[k])
-            if differ:
-                raise ValueError(
-                    f"{out} holds runs made with other settings ({', '.join(differ)}, e.g. {path.name}); "
-                    "use the same settings to resume, or another --out"
-                )
+    for path in sorted((out / "runs").glob("*.json")):
+        record = read_json(path, _RUN_REMEDY)
+        saved = record.get("settings") if isinstance(record, dict) else None
+        if not isinstance(saved, dict):
+            raise ValueError(f"{path} is not an rla bench run (no settings); {_RUN_REMEDY}")
+        older = {key: saved[same] for key, same in UNSAVED_SAME_AS.items() if same in saved}
+        saved = {**UNSAVED_DEFAULTS, **older, **saved}
+        differ = sorted(k for k in RUN_SETTINGS if saved.get(k) != current[k])
+        if differ:
+            raise ValueError(
+                f"{out} holds runs made with other settings ({', '.join(differ)}, e.g. {path.name}); "
+                "use the same settings to resume, or another --out"
+            )
+
+
+def check_out(out: Path, settings: BenchSettings) -> list[Any]:
+    """Refuse, before anything is written, an ``out`` that is a file, holds a JSON file that is
+    not valid JSON or runs made with other settings; return its invocation log (a list)."""
+    for directory in (out, out / "runs"):
+        if directory.exists() and not directory.is_dir():
+            raise ValueError(f"--out {out}: {directory} is a file, not a directory; choose another --out")
+    log_path = out / "invocations.json"
+    log = read_json(log_path, "move it aside to start a new log") if log_path.exists() else []
+    if not isinstance(log, list):
+        raise ValueError(f"{log_path} is not an rla bench log (a list); move it aside to start a new log")
+    if (out / "references.json").exists():
+        read_json(out / "references.json", _REFERENCES_REMEDY)
+    if (out / "runs").is_dir():
+        check_resumable(out, settings)
+    return log
 
 
 def bench(settings: BenchSettings) -> dict[str, Any]:
@@ -561,9 +631,10 @@ def bench(settings: BenchSettings) -> dict[str, Any]:
     settings = apply_preset(load_config(settings))
     validate(settings)
     out = Path(settings.out)
+    log_path = out / "invocations.json"
+    log = check_out(out, settings)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     specs = plan(settings)
-    check_resumable(out, specs, settings)
     pending = [s for s in specs if not (out / "runs" / f"{s.run_id}.json").exists()]
     skipped = [s.run_id for s in specs if s not in pending]
     twins = {s: twin for s in pending if (twin := same_run_as(s, specs)) is not None}
@@ -575,8 +646,6 @@ def bench(settings: BenchSettings) -> dict[str, Any]:
     start = time.perf_counter()
     write_references(out, settings)
     # the invocation is on record from its start, so a killed one is visible too
-    log_path = out / "invocations.json"
-    log = json.loads(log_path.read_text()) if log_path.exists() else []
     entry: dict[str, Any] = {
         "settings": dataclasses.asdict(settings), "runs": len(specs), "ran": len(pending),
         "skipped": skipped, "copied": sorted(s.run_id for s in twins), "status": "running",
@@ -585,9 +654,14 @@ def bench(settings: BenchSettings) -> dict[str, Any]:
     }  # fmt: skip
     log.append(entry)
     write_json_atomic(log_path, log)
-    with tqdm(total=len(specs), initial=len(specs) - len(pending), desc="rla bench", unit="run") as bar:
-        runner = _run_ray if settings.backend == "ray" else _run_processes
-        status = runner(settings, pending, bar) if pending else {}
+    try:
+        with tqdm(total=len(specs), initial=len(specs) - len(pending), desc="rla bench", unit="run") as bar:
+            runner = _run_ray if settings.backend == "ray" else _run_processes
+            status = runner(settings, pending, bar) if pending else {}
+    except KeyboardInterrupt:
+        entry.update(status="interrupted", wall_seconds=round(time.perf_counter() - start, 1))
+        write_json_atomic(log_path, log)
+        raise
     status.update(_copy_twin_runs(out, twins))
     crashed = sorted(run_id for run_id, result in status.items() if result == "crashed")
     entry.update(status="finished", crashed=crashed, wall_seconds=round(time.perf_counter() - start, 1))

@@ -252,15 +252,29 @@ def eval_command(settings: EvalSettings) -> list[dict[str, Any]]:
     return rows
 
 
+class RunsFailed(Exception):
+    """Some runs of a command failed and the others finished: ``rla`` exits with status 1."""
+
+
 def bench_command(settings: Any) -> dict[str, Any]:
-    """Run the benchmark (skipping finished runs), then print its summary tables."""
+    """Run the benchmark (skipping finished runs), then print its summary tables; raises
+    :class:`RunsFailed` naming the runs that crashed, after the report."""
     from agents.bench import bench
 
-    summary = bench(settings)
+    try:
+        summary = bench(settings)
+    except KeyboardInterrupt as error:
+        raise KeyboardInterrupt(
+            f"interrupted; the finished runs are kept in {settings.out}: rerun the same command to continue"
+        ) from error
     print((Path(settings.out) / "summary.md").read_text())
-    if summary["crashed"]:
-        print(f"{len(summary['crashed'])} run(s) crashed; see runs/<id>.error.txt: {summary['crashed']}")
     print(f"results: {settings.out}")
+    if summary["crashed"]:
+        errors = Path(settings.out) / "runs" / "<id>.error.txt"
+        raise RunsFailed(
+            f"{len(summary['crashed'])} run(s) crashed: {', '.join(summary['crashed'])}; their errors are "
+            f"in {errors}; rerun the same command to retry them (finished runs are kept)"
+        )
     return summary
 
 
@@ -395,6 +409,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, TypeError, OSError, ImportError, gym.error.Error) as error:
         print(f"rla: error: {error}", file=sys.stderr)
         return 2
+    except RunsFailed as error:
+        print(f"rla: error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt as error:  # Ctrl-C: one line (what to run to continue), no traceback
+        print(f"\nrla: {error or 'interrupted'}", file=sys.stderr)
+        return 130
     return 0
 
 

@@ -224,6 +224,8 @@ def validate_settings(settings: LoopSettings) -> None:
         value = getattr(settings, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    if isinstance(settings.seed, bool) or not isinstance(settings.seed, int) or settings.seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {settings.seed!r}")
     check_difficulty(settings.difficulty)
     if check_difficulty(settings.max_difficulty, "max_difficulty") == 0:
         raise ValueError("max_difficulty must be > 0, got 0")

@@ -30,10 +30,10 @@ import torch
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.logger import CSVOutputFormat, Logger, make_output_format
 
-from agents.atomic import replace_atomically, write_text_atomic
+from agents.atomic import read_json, replace_atomically, write_text_atomic
 from agents.batched_ppo import BatchedPPO, RolloutOutcomeCallback
 from agents.fields import described
-from agents.loop import LoopSettings, apply_preset, build_loop, validate_settings
+from agents.loop import GROUP_ALGOS, LoopSettings, apply_preset, build_loop, validate_settings
 from agents.loop_runtime import RLAnythingCallback
 from agents.policies import resolve_encoder
 from agents.trajectories import Trajectory
@@ -256,9 +256,16 @@ class ResumableCSVOutputFormat(CSVOutputFormat):
             self.file.flush()
 
 
+#: What to do about a run's settings.json that is not valid JSON.
+_SETTINGS_REMEDY = (
+    "restore it, or delete it and give the run's settings as flags with --resume "
+    "(the checkpoint holds them: a flag that differs is named)"
+)
+
+
 def _record_resume(path: Path, settings: TrainSettings, at: int) -> None:
     """settings.json gets the new step target and a record of the resume."""
-    saved = json.loads(path.read_text()) if path.exists() else dataclasses.asdict(settings)
+    saved = read_json(path, _SETTINGS_REMEDY) if path.exists() else dataclasses.asdict(settings)
     saved["resumes"] = [*saved.get("resumes", []), {"at_step": at, "steps": settings.steps}]
     saved["steps"] = settings.steps
     write_text_atomic(path, json.dumps(saved, indent=2) + "\n")
@@ -278,13 +285,46 @@ def resume_settings(settings: TrainSettings, given: Collection[str]) -> TrainSet
     """
     if not settings.out or not (Path(settings.out) / "settings.json").exists():
         return settings  # train() says what is missing
-    saved = json.loads((Path(settings.out) / "settings.json").read_text())
+    saved = read_json(Path(settings.out) / "settings.json", _SETTINGS_REMEDY)
     names = {f.name for f in dataclasses.fields(TrainSettings)} - set(_NOT_RESUMED) - set(given)
     return dataclasses.replace(settings, **{k: v for k, v in saved.items() if k in names})
 
 
 def _loop_fields(settings: TrainSettings) -> dict[str, Any]:
     return {f.name: getattr(settings, f.name) for f in dataclasses.fields(LoopSettings)}
+
+
+#: Loop settings a resumed run may change: where it runs, not what it trains (the checkpoint
+#: loads onto the CPU and from there onto the run's device).
+_RESUMABLE_ELSEWHERE = ("device",)
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C during ``rla train``; the message says where the last checkpoint is."""
+
+
+def _interrupted(out: Path, checkpoint: Path) -> TrainingInterrupted:
+    if checkpoint.exists():
+        return TrainingInterrupted(
+            f"interrupted; the last checkpoint is at {checkpoint}: "
+            f"continue with rla train --out {out} --resume"
+        )
+    return TrainingInterrupted(
+        f"interrupted before the first checkpoint; start again with rla train --out {out} and the same flags"
+    )
+
+
+def _check_steps(settings: TrainSettings) -> None:
+    """At least one rollout (a round of the group trainer: ``groups * group_size`` episodes of at
+    least one step each; ``n_steps * n_envs`` steps for the others)."""
+    if settings.algo in GROUP_ALGOS:
+        least, what = settings.groups * settings.group_size, "one round (groups * group_size episodes"
+        what += f" = {least}, each at least one step)"
+    else:
+        least = settings.n_steps * settings.n_envs
+        what = f"one rollout (n_steps * n_envs = {least})"
+    if isinstance(settings.steps, bool) or not isinstance(settings.steps, int) or settings.steps < least:
+        raise ValueError(f"steps must be >= {what}, got {settings.steps!r}")
 
 
 def train(settings: TrainSettings) -> dict[str, Any]:
@@ -298,9 +338,9 @@ def train(settings: TrainSettings) -> dict[str, Any]:
         settings.out = f"runs/{settings.env}-{settings.algo}-{settings.mode}-{time.strftime('%Y%m%d-%H%M%S')}"
     out = Path(settings.out)
     checkpoint = out / "checkpoint.pt"
-    rollout = settings.n_steps * settings.n_envs
-    if settings.steps < rollout:
-        raise ValueError(f"steps must be >= one rollout (n_steps * n_envs = {rollout}), got {settings.steps}")
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file, not a run directory; choose another --out")
+    _check_steps(settings)
     if settings.eval_episodes < 1:
         raise ValueError(f"eval_episodes must be >= 1, got {settings.eval_episodes}")
     every = settings.checkpoint_every
@@ -310,9 +350,10 @@ def train(settings: TrainSettings) -> dict[str, Any]:
         if not checkpoint.exists():
             raise ValueError(f"nothing to resume: {out} holds no run ({checkpoint.name} is missing)")
         payload = load_checkpoint(checkpoint)
-        saved = {k: v for k, v in payload["settings"].items() if k in _loop_fields(settings)}
-        if saved != _loop_fields(settings):
-            differ = sorted(k for k in saved if saved[k] != _loop_fields(settings)[k])
+        mine = {k: v for k, v in _loop_fields(settings).items() if k not in _RESUMABLE_ELSEWHERE}
+        saved = {k: v for k, v in payload["settings"].items() if k in mine}
+        if saved != mine:
+            differ = sorted(k for k in saved if saved[k] != mine[k])
             raise ValueError(f"--resume with settings that differ from the run in {out}: {differ}")
     elif checkpoint.exists():  # a directory without a checkpoint is a run that never got going
         raise ValueError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
@@ -320,15 +361,24 @@ def train(settings: TrainSettings) -> dict[str, Any]:
         raise ValueError(f"{out} is a non-empty directory that is not an rla train run; choose another --out")
     validate_settings(LoopSettings(**_loop_fields(settings)))  # before anything is written
     out.mkdir(parents=True, exist_ok=True)
+    try:
+        return _train_in(out, settings, payload if settings.resume else None)
+    except KeyboardInterrupt as error:  # Ctrl-C: the last periodic checkpoint is the state kept
+        raise _interrupted(out, checkpoint) from error
+
+
+def _train_in(out: Path, settings: TrainSettings, payload: dict[str, Any] | None) -> dict[str, Any]:
+    """Build (or restore) the run in ``out``, train it to its step target, checkpoint, evaluate."""
+    checkpoint = out / "checkpoint.pt"
     torch.set_num_threads(1)
     model, loop = build_loop(LoopSettings(**_loop_fields(settings)))
-    if settings.resume:
+    if payload is not None:
         _restore(payload, model, loop)
         _record_resume(out / "settings.json", settings, int(payload["num_timesteps"]))
     else:
         write_text_atomic(out / "settings.json", json.dumps(dataclasses.asdict(settings), indent=2) + "\n")
     # a resumed run keeps its log up to the checkpoint: rows past it were trained again
-    keep = int(payload["num_timesteps"]) if settings.resume else None
+    keep = int(payload["num_timesteps"]) if payload is not None else None
     outputs: list[Any] = [ResumableCSVOutputFormat(str(out / "progress.csv"), keep_until=keep)]
     try:
         import tensorboard  # noqa: F401

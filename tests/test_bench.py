@@ -167,6 +167,11 @@ def test_report_can_be_rewritten_from_the_finished_runs(tmp_path: Path, capsys) 
         ({"final_eval_episodes": 0}, "final_eval_episodes must be an integer >= 1, got 0"),
         ({"difficulty": 0.8}, "difficulty 0.8 is above max_difficulty 0.5"),
         ({"envs": ("CartPole-v1",)}, "'CartPole-v1' is not an rla-gym environment"),
+        # every planned (env, mode, strategy) is checked, not only the first strategy's
+        (
+            {"algo": "batched-ppo", "strategies": ("uniform", "plr")},
+            "curriculum 'plr' scores episodes with the learner's value estimates: not for algo batched-ppo",
+        ),
     ],
 )
 def test_bad_bench_settings_are_named(changes: dict, message: str) -> None:
@@ -200,6 +205,30 @@ def test_config_file_fills_settings_and_flags_win(tmp_path: Path) -> None:
         load_config(BenchSettings(config=str(config)))
 
 
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("out = 5", "out in .*bench.toml must be a string, got 5"),
+        ('lam = "x"', "lam in .*bench.toml must be a number, got 'x'"),
+        ("seeds = 2.5", "seeds in .*bench.toml must be an integer, got 2.5"),
+        ("steps = true", "steps in .*bench.toml must be an integer, got True"),
+        (
+            'levels = [0.5, "hard"]',
+            r"levels in .*bench.toml must be a list of float values, got \[0.5, 'hard'\]",
+        ),
+    ],
+)
+def test_config_values_of_the_wrong_type_are_named(tmp_path: Path, capsys, line: str, message: str) -> None:
+    config = tmp_path / "bench.toml"
+    config.write_text(line + "\n")
+    with pytest.raises(TypeError, match=message):
+        load_config(BenchSettings(config=str(config)))
+    assert main(["bench", "--config", str(config), "--out", str(tmp_path / "never")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rla: error:") and "bench.toml must be" in err
+    assert not (tmp_path / "never").exists()
+
+
 TINY = ["--steps", "1024", "--eval-every", "512", "--eval-episodes", "4", "--final-eval-episodes", "6",
         "--n-envs", "2", "--n-steps", "256"]  # fmt: skip
 
@@ -211,9 +240,9 @@ def test_rla_bench_runs_reports_resumes_and_survives_a_crash(tmp_path: Path, cap
     out = tmp_path / "bench"
     args = ["bench", "--envs", "RLA-TextNav-v0,RLA-OnlyInTheParent-v0", "--strategies", "task-pool",
             "--modes", "outcome", "env", "--seeds", "1", "--out", str(out), *TINY]  # fmt: skip
-    assert main(args) == 0
-    printed = capsys.readouterr().out
-    assert "## Ablation" in printed and "2 run(s) crashed" in printed
+    assert main(args) == 1
+    printed = capsys.readouterr()
+    assert "## Ablation" in printed.out and "2 run(s) crashed" in printed.err
     runs = sorted(p.name for p in (out / "runs").iterdir())
     assert (
         "RLA-TextNav-v0__env__task-pool__s0.json" in runs
@@ -234,7 +263,7 @@ def test_rla_bench_runs_reports_resumes_and_survives_a_crash(tmp_path: Path, cap
     assert record["rm_after"]["precision"] and record["history"]
     for name in ("evals.csv", "summary.json", "summary.md", "curves.png", "difficulty.png", "precision.png"):
         assert (out / name).stat().st_size > 0, name
-    assert main(args) == 0  # resume: the finished runs are skipped, the crashed ones retried
+    assert main(args) == 1  # resume: the finished runs are skipped, the crashed ones retried
     log = json.loads((out / "invocations.json").read_text())
     assert [entry["ran"] for entry in log] == [4, 2] and len(log[1]["crashed"]) == 2
     assert [entry["status"] for entry in log] == ["finished", "finished"]
@@ -252,14 +281,129 @@ def test_resuming_into_runs_made_with_other_settings_is_refused(tmp_path: Path) 
     (tmp_path / "runs").mkdir()
     saved = {k: v for k, v in dataclasses.asdict(settings).items()}
     write_json_atomic(tmp_path / "runs" / f"{spec.run_id}.json", {"settings": saved})
-    check_resumable(tmp_path, [spec], settings)  # the same settings: fine
+    check_resumable(tmp_path, settings)  # the same settings: fine
     with pytest.raises(ValueError, match="other settings \\(levels, steps"):
-        check_resumable(tmp_path, [spec], dataclasses.replace(settings, steps=999, levels=(0.5,)))
+        check_resumable(tmp_path, dataclasses.replace(settings, steps=999, levels=(0.5,)))
     del saved["encoder"]  # runs from before the setting existed used the flatten encoder
     write_json_atomic(tmp_path / "runs" / f"{spec.run_id}.json", {"settings": saved})
-    check_resumable(tmp_path, [spec], settings)
+    check_resumable(tmp_path, settings)
     with pytest.raises(ValueError, match="other settings \\(encoder"):
-        check_resumable(tmp_path, [spec], dataclasses.replace(settings, encoder="lookup"))
+        check_resumable(tmp_path, dataclasses.replace(settings, encoder="lookup"))
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("final_eval_episodes", 100), ("prm_hidden", 64), ("prm_embed_dim", 8), ("history", 1)],
+)
+def test_every_setting_a_run_measures_with_is_compared_on_resume(tmp_path: Path, name: str, value) -> None:
+    """The final evaluation's tasks, the PRM's size and the history change what a run measures:
+    runs made with others, planned now or not (they share references.json), are refused; a run
+    from before the setting existed counts as made with the value runs then used."""
+    from agents.bench import check_resumable, write_json_atomic
+
+    settings = BenchSettings(strategies=("uniform",), seeds=1, out=str(tmp_path))
+    (tmp_path / "runs").mkdir()
+    saved = dataclasses.asdict(settings)
+    other_seed = tmp_path / "runs" / "RLA-TextNav-v0__env__uniform__s7.json"  # not in this plan
+    write_json_atomic(other_seed, {"settings": saved})
+    check_resumable(tmp_path, settings)
+    with pytest.raises(ValueError, match=f"other settings \\({name}, e.g. {other_seed.name}"):
+        check_resumable(tmp_path, dataclasses.replace(settings, **{name: value}))
+    del saved[name]
+    write_json_atomic(other_seed, {"settings": {**saved, "eval_episodes": 200}})
+    older = dataclasses.replace(settings, eval_episodes=200)  # the final evaluation used these
+    check_resumable(tmp_path, older)  # the values runs were made with before the setting existed
+    with pytest.raises(ValueError, match=f"other settings \\({name}"):
+        check_resumable(tmp_path, dataclasses.replace(older, **{name: value}))
+
+
+def test_a_rerun_with_other_final_evaluation_rewrites_nothing(tmp_path: Path, capsys) -> None:
+    """references.json normalises the finished runs: a rerun that would remake it with other
+    settings is refused before anything is written."""
+    from agents.bench import write_json_atomic
+
+    out = tmp_path / "bench"
+    (out / "runs").mkdir(parents=True)
+    settings = BenchSettings(strategies=("uniform",), seeds=1, levels=(0.5,), final_eval_episodes=4)
+    write_json_atomic(
+        out / "runs" / "RLA-TextNav-v0__env__uniform__s0.json", {"settings": dataclasses.asdict(settings)}
+    )
+    (out / "references.json").write_text('{"RLA-TextNav-v0": {"tasks": 4}}')
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    args = ["bench", "--strategies", "uniform", "--seeds", "1", "--levels", "0.5", "--out", str(out)]
+    assert main([*args, "--final-eval-episodes", "8"]) == 2
+    assert "other settings (final_eval_episodes" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.parametrize(
+    ("name", "remedy"),
+    [
+        ("runs/RLA-TextNav-v0__env__uniform__s0.json", "delete it to run that run again"),
+        ("invocations.json", "move it aside to start a new log"),
+        ("references.json", "delete it and rerun"),
+    ],
+)
+def test_a_json_file_that_is_not_valid_is_named(tmp_path: Path, capsys, name: str, remedy: str) -> None:
+    out = tmp_path / "bench"
+    (out / "runs").mkdir(parents=True)
+    (out / name).write_text('{"settings": {"steps": 10')  # truncated
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    args = ["bench", "--strategies", "uniform", "--seeds", "1", "--levels", "0.5", "--out", str(out)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"rla: error: {out / name} is not valid JSON (") and remedy in err
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+def test_an_out_that_is_a_file_is_refused(tmp_path: Path, capsys) -> None:
+    (tmp_path / "results").write_text("mine\n")
+    assert main(["bench", "--seeds", "1", "--out", str(tmp_path / "results")]) == 2
+    assert "is a file, not a directory; choose another --out" in capsys.readouterr().err
+    assert (tmp_path / "results").read_text() == "mine\n"
+
+
+def test_rla_bench_exits_non_zero_naming_the_runs_that_crashed(tmp_path: Path, capsys) -> None:
+    """The other runs finish and the report is written; then the exit status says it, and the
+    last line names the failed runs and where their errors are."""
+    # registered here only: the spawned worker cannot make it, so its run crashes there
+    gym.register("RLA-OnlyInTheParent-v0", entry_point="rla_gym.envs.textnav:TextNavEnv")
+    out = tmp_path / "bench"
+    args = ["bench", "--envs", "RLA-OnlyInTheParent-v0", "--modes", "outcome", "--seeds", "1", "--workers",
+            "1", "--levels", "0.5", "--out", str(out), *TINY]  # fmt: skip
+    try:
+        assert main(args) == 1
+    finally:
+        del gym.registry["RLA-OnlyInTheParent-v0"]
+    captured = capsys.readouterr()
+    run_id = "RLA-OnlyInTheParent-v0__outcome__fixed__s0"
+    assert "## Ablation" in captured.out and (out / "summary.md").exists()
+    assert captured.err.strip().splitlines()[-1] == (
+        f"rla: error: 1 run(s) crashed: {run_id}; their errors are in {out / 'runs' / '<id>.error.txt'}; "
+        "rerun the same command to retry them (finished runs are kept)"
+    )
+    assert "NameNotFound" in (out / "runs" / f"{run_id}.error.txt").read_text()
+
+
+def test_ctrl_c_in_rla_bench_says_how_to_continue(tmp_path: Path, monkeypatch, capsys) -> None:
+    import agents.bench as module
+
+    def interrupted(settings, pending, bar):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(module, "_run_processes", interrupted)
+    out = tmp_path / "bench"
+    args = ["bench", "--strategies", "uniform", "--seeds", "1", "--levels", "0.5", "--final-eval-episodes",
+            "2", "--out", str(out)]  # fmt: skip
+    assert main(args) == 130
+    err = capsys.readouterr().err.strip()
+    assert err.splitlines()[-1] == (
+        f"rla: interrupted; the finished runs are kept in {out}: rerun the same command to continue"
+    )
+    assert "Traceback" not in err
+    assert [entry["status"] for entry in json.loads((out / "invocations.json").read_text())] == [
+        "interrupted"
+    ]
 
 
 @pytest.mark.slow
@@ -490,3 +634,23 @@ def test_a_plugin_in_the_working_directory_adds_a_strategy(tmp_path: Path, monke
     missing[missing.index("--out") + 1] = str(tmp_path / "other")
     assert main(missing) == 2
     assert "plugin module 'not_a_plugin_here' not found in the working directory" in capsys.readouterr().err
+
+
+def test_ctrl_c_ends_the_runs_under_way(tmp_path: Path, monkeypatch) -> None:
+    """The parent's Ctrl-C ends its run processes (the runs stay pending) instead of waiting for
+    them at exit."""
+    import multiprocessing
+    import types
+
+    import agents.bench as module
+
+    def ctrl_c(seconds: float) -> None:
+        raise KeyboardInterrupt
+
+    settings = BenchSettings(strategies=("uniform",), seeds=1, workers=1, out=str(tmp_path))
+    (tmp_path / "runs").mkdir()
+    monkeypatch.setattr(module, "time", types.SimpleNamespace(sleep=ctrl_c))
+    with pytest.raises(KeyboardInterrupt):
+        module._run_processes(settings, plan(settings), bar=None)
+    assert multiprocessing.active_children() == []
+    assert list((tmp_path / "runs").iterdir()) == []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -95,8 +97,8 @@ def test_auto_encoder_is_lookup_lite_on_textnav_and_flatten_elsewhere() -> None:
     assert (LoopSettings().encoder, TrainSettings().encoder) == ("flatten", "auto")  # rla train's default
     for env, expected in (("RLA-TextNav-v0", "lookup-lite"), ("RLA-Reason-v0", "flatten")):
         for algo in ("ppo", "grpo", "batched-ppo"):
-            settings = LoopSettings(env=env, algo=algo, encoder="auto", n_envs=2, n_steps=8, groups=2, device="cpu")
-            model, _ = build_loop(settings)
+            settings = LoopSettings(env=env, algo=algo, encoder="auto", n_envs=2, n_steps=8, groups=2)
+            model, _ = build_loop(dataclasses.replace(settings, device="cpu"))
             assert model.policy.features_extractor.encoder == expected, (env, algo)
     with pytest.raises(ValueError, match="encoder must be 'auto' or one of .* got 'lstm'"):
         validate_settings(LoopSettings(encoder="lstm"))

@@ -168,6 +168,120 @@ def test_resume_takes_the_run_s_own_settings_and_the_flags_given(tmp_path: Path,
     assert "differ from the run in" in capsys.readouterr().err
 
 
+def test_the_group_trainer_needs_one_round_of_steps_not_n_steps_times_n_envs(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    argv = ["train", "--steps", "100", "--groups", "2", "--group-size", "4", "--n-steps", "256",
+            "--n-envs", "4", "--eval-episodes", "2", "--device", "cpu", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0  # 100 < n_steps * n_envs, which grpo does not use
+    assert load_checkpoint(out / "checkpoint.pt")["num_timesteps"] >= 100
+
+
+def test_resume_may_run_on_another_device(tmp_path: Path, capsys) -> None:
+    """The device is where a run trains, not what it trains: a run made on CUDA resumes on the
+    CPU (the checkpoint loads onto the CPU, then onto the run's device)."""
+    out = tmp_path / "run"
+    assert main(["train", "--steps", "512", "--out", str(out), *PPO_FAST]) == 0
+    payload = torch.load(out / "checkpoint.pt", weights_only=True)
+    payload["settings"]["device"] = "cuda"  # as a run made with --device cuda records it
+    torch.save(payload, out / "checkpoint.pt")
+    recorded = json.loads((out / "settings.json").read_text())
+    (out / "settings.json").write_text(json.dumps({**recorded, "device": "cuda"}))
+    capsys.readouterr()
+    assert main(["train", "--out", str(out), "--resume", "--steps", "1024", "--device", "cpu"]) == 0
+    assert load_checkpoint(out / "checkpoint.pt")["num_timesteps"] == 1024
+    assert main(["train", "--out", str(out), "--resume", "--steps", "2048", "--lam", "2"]) == 2
+    assert "differ from the run in" in capsys.readouterr().err  # what it trains still may not change
+
+
+def test_a_settings_json_that_is_not_valid_json_is_named(tmp_path: Path, capsys) -> None:
+    from agents.train import resume_settings
+
+    out = tmp_path / "run"
+    assert main(["train", "--steps", "512", "--out", str(out), *PPO_FAST]) == 0
+    text = (out / "settings.json").read_text()
+    (out / "settings.json").write_text(text[: len(text) // 2])  # truncated
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    capsys.readouterr()
+    assert main(["train", "--out", str(out), "--resume", "--steps", "1024"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"rla: error: {out / 'settings.json'} is not valid JSON (") and "restore it" in err
+    settings = TrainSettings(algo="ppo", steps=1024, out=str(out), resume=True, n_envs=2, groups=2,
+                             group_size=4, eval_episodes=5, device="cpu")  # fmt: skip
+    with pytest.raises(ValueError, match="settings.json is not valid JSON"):
+        resume_settings(settings, {"steps"})
+    with pytest.raises(ValueError, match="settings.json is not valid JSON"):
+        train(settings)  # the Python API: named before the resumed run writes anything
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_a_full_disk_while_checkpointing_keeps_the_previous_checkpoint(tmp_path: Path, monkeypatch, capsys):
+    from agents.train import _atomic_save
+
+    out = tmp_path / "run"
+    assert main(["train", "--steps", "512", "--out", str(out), *PPO_FAST]) == 0
+    saved = (out / "checkpoint.pt").read_bytes()
+
+    def full_disk(obj, f, *args, **kwargs):
+        Path(f).write_bytes(b"half a checkpoint")
+        raise RuntimeError("PytorchStreamWriter failed writing file data/0: file write failed")
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    with pytest.raises(OSError, match="previous checkpoint.pt is intact"):
+        _atomic_save({}, out / "checkpoint.pt")
+    capsys.readouterr()
+    assert main(["train", "--out", str(out), "--resume", "--steps", "1024"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"rla: error: could not save {out / 'checkpoint.pt'} (PytorchStreamWriter failed")
+    assert "the previous checkpoint.pt is intact" in err and "Traceback" not in err
+    assert (out / "checkpoint.pt").read_bytes() == saved
+    assert not [p for p in out.iterdir() if p.suffix == ".tmp"]
+
+
+def test_ctrl_c_says_where_the_last_checkpoint_is_and_resume_continues(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    import agents.train as module
+
+    out = tmp_path / "run"
+    real = module.CheckpointCallback._on_rollout_start
+
+    def then_ctrl_c(self) -> None:
+        real(self)
+        if (out / "checkpoint.pt").exists():
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(module.CheckpointCallback, "_on_rollout_start", then_ctrl_c)
+    argv = ["train", "--steps", "2048", "--checkpoint-every", "512", "--out", str(out), *PPO_FAST]
+    assert main(argv) == 130
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"rla: interrupted; the last checkpoint is at {out / 'checkpoint.pt'}: "
+        f"continue with rla train --out {out} --resume"
+    )
+    assert load_checkpoint(out / "checkpoint.pt")["num_timesteps"] == 512
+    monkeypatch.undo()
+    assert main(["train", "--out", str(out), "--resume"]) == 0
+    assert load_checkpoint(out / "checkpoint.pt")["num_timesteps"] == 2048
+
+    def ctrl_c(settings):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(module, "build_loop", ctrl_c)
+    capsys.readouterr()
+    assert main(["train", "--steps", "512", "--out", str(tmp_path / "new"), *PPO_FAST]) == 130
+    assert capsys.readouterr().err.strip() == (
+        f"rla: interrupted before the first checkpoint; start again with rla train --out {tmp_path / 'new'} "
+        "and the same flags"
+    )
+
+
+def test_an_out_that_is_a_file_is_refused(tmp_path: Path, capsys) -> None:
+    (tmp_path / "run").write_text("mine\n")
+    assert main(["train", "--steps", "512", "--out", str(tmp_path / "run"), *PPO_FAST]) == 2
+    assert "is a file, not a run directory; choose another --out" in capsys.readouterr().err
+    assert (tmp_path / "run").read_text() == "mine\n"
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [(b"not a checkpoint at all", "not a readable rla-gym checkpoint"), (None, "not an rla-gym checkpoint")],
@@ -197,7 +311,16 @@ def test_corrupt_or_foreign_checkpoints_are_refused(tmp_path: Path, content, mes
         (["--env", "Nope-v0"], "Nope"),
         (["--objective", "supervised"], "outcome-only"),
         (["--device", "nonsense"], "device must be 'auto', 'cpu' or 'cuda[:N]', got 'nonsense'"),
-        (["--steps", "10"], "steps must be >= one rollout"),
+        # grpo (the default) rolls out groups * group_size episodes, not n_steps * n_envs steps
+        (
+            ["--steps", "10"],
+            "steps must be >= one round (groups * group_size episodes = 64, each at least one",
+        ),
+        (
+            ["--algo", "ppo", "--steps", "1000"],
+            "steps must be >= one rollout (n_steps * n_envs = 1024), got 1000",
+        ),
+        (["--seed", "-1"], "seed must be an integer >= 0, got -1"),
         (["--eval-episodes", "0"], "eval_episodes must be >= 1, got 0"),
         (["--checkpoint-every", "0"], "checkpoint_every must be an integer >= 1 (env steps), got 0"),
         (["--checkpoint-every", "-5"], "checkpoint_every must be an integer >= 1 (env steps), got -5"),
