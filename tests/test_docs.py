@@ -53,7 +53,7 @@ def test_policies_page_example_runs() -> None:
     (code,) = re.findall(r"```python\n(.*?)```", page, flags=re.S)
     namespace: dict = {}
     exec(compile(code, "policies.md", "exec"), namespace)
-    assert namespace["model"].policy.features_extractor.encoder == "lookup"
+    assert namespace["model"].policy.features_extractor.encoder == "lookup-lite"
     assert namespace["model"].num_timesteps >= 2048 and namespace["result"].episodes > 0
 
 
