@@ -18,6 +18,8 @@ import dataclasses
 import json
 import os
 import platform
+import signal
+import threading
 import time
 import tomllib
 import traceback
@@ -480,6 +482,20 @@ def _process_entry(settings: BenchSettings, spec: RunSpec, position: int, parent
     _record(Path(settings.out), spec, status, payload)
 
 
+def _start_ignoring_ctrl_c(process: Any) -> None:
+    """Start ``process`` with Ctrl-C ignored (a spawned child keeps a signal its parent ignores):
+    the parent ends the runs under way itself, so none prints a traceback while it starts up or
+    writes its result."""
+    if threading.current_thread() is not threading.main_thread():  # only there can it be set
+        process.start()
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        process.start()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _run_processes(settings: BenchSettings, pending: list[RunSpec], bar: Any) -> dict[str, str]:
     """A local pool of ``workers`` processes (spawned: no torch state is forked); one per run, so a
     run that dies hard (killed, out of memory) is reported like one that raised. On Ctrl-C the
@@ -496,7 +512,7 @@ def _run_processes(settings: BenchSettings, pending: list[RunSpec], bar: Any) ->
             while queue and free:
                 spec, position = queue.pop(0), free.pop(0)
                 process = context.Process(target=_process_entry, args=(settings, spec, position, os.getpid()))
-                process.start()
+                _start_ignoring_ctrl_c(process)
                 running[spec] = (process, position)
             time.sleep(0.2)
             for spec, (process, position) in list(running.items()):
@@ -538,6 +554,19 @@ def _run_ray(settings: BenchSettings, pending: list[RunSpec], bar: Any) -> dict[
     remote = ray.remote(num_cpus=1, max_retries=0)(attempt)
     futures = {remote.remote(settings, spec): spec for spec in pending}
     status = {}
+    try:
+        _collect_ray(ray, futures, settings, status, bar)
+    except KeyboardInterrupt:  # Ctrl-C: the tasks under way end and their runs stay pending
+        for future in futures:
+            ray.cancel(future, force=True)
+        raise
+    return status
+
+
+def _collect_ray(
+    ray: Any, futures: dict[Any, RunSpec], settings: BenchSettings, status: dict[str, str], bar: Any
+) -> None:
+    """Record the Ray tasks' runs as they finish (``futures`` empties)."""
     while futures:
         ready, _ = ray.wait(list(futures), num_returns=1)
         for future in ready:
@@ -549,7 +578,6 @@ def _run_ray(settings: BenchSettings, pending: list[RunSpec], bar: Any) -> dict[
             _record(Path(settings.out), spec, result, payload)
             status[spec.run_id] = result
             bar.update(1)
-    return status
 
 
 def same_run_as(spec: RunSpec, specs: Sequence[RunSpec]) -> RunSpec | None:

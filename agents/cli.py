@@ -174,7 +174,7 @@ def train_command(settings: Any) -> dict[str, Any]:
     mode = f"mode {settings.mode}" + (f" ({loop})" if loop else "")
     print(f"{settings.env}, algo {settings.algo}, {mode}, {tasks}: {results['steps']} steps")
     _print_evaluation(results["evaluation"])
-    print(f"run directory: {settings.out}")
+    print(f"run directory: {results['out']}")
     return results
 
 
@@ -413,7 +413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"rla: error: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as error:  # Ctrl-C: one line (what to run to continue), no traceback
-        print(f"\nrla: {error or 'interrupted'}", file=sys.stderr)
+        print(f"\nrla: {str(error) or 'interrupted'}", file=sys.stderr)
         return 130
     return 0
 

@@ -13,7 +13,7 @@ from torch.nn import functional as F
 
 ENCODERS = ("flatten", "attention", "relational", "lookup", "lookup-lite", "flatten-small")
 #: What ``encoder="auto"`` (``rla train``'s default) picks per env where it was measured to learn
-#: more (``docs/policies.md``); other envs get ``"flatten"``, whose minibatches cost 2.4-2.9x less.
+#: more (``docs/policies.md``); other envs get ``"flatten"``, whose minibatches cost 2.2-2.9x less.
 AUTO_ENCODERS: dict[str, str] = {"RLA-TextNav-v0": "lookup-lite"}
 
 
@@ -78,7 +78,7 @@ class TokenFeaturesExtractor(BaseFeaturesExtractor):
     "the direction the route gives for this room" is a linear feature too.
     ``"lookup-lite"`` is ``"flatten"`` plus that read alone, without the pairwise features, the
     positions grouped by bigram instead of compared pairwise (on TextNav a minibatch costs about
-    2.4 times ``"flatten"``'s and a third of ``"lookup"``'s: ``benchmarks/encoder_cost.py``).
+    2.2 times ``"flatten"``'s and a third of ``"lookup"``'s: ``benchmarks/encoder_cost.py``).
     ``"flatten-small"`` is ``"flatten"`` at 8-d embeddings and 64 features (unless given), its
     lookup's backward summing rows with ``index_add_``; with :class:`TokenPolicy`'s one 64-unit
     hidden layer per head for it, a PPO minibatch costs about half of ``"flatten"``'s
@@ -152,7 +152,7 @@ class TokenFeaturesExtractor(BaseFeaturesExtractor):
             return self.head(embedded.flatten(start_dim=1))
         if self.encoder == "lookup-lite":
             bigrams = ids[:, :-1] * self.vocab_size + ids[:, 1:]
-            read = self._grouped_lookup(bigrams, embedded).flatten(start_dim=1)
+            read = self._grouped_lookup(bigrams, embedded, self.vocab_size**2).flatten(start_dim=1)
             return self.head(torch.cat([embedded.flatten(start_dim=1), read], dim=1))
         if self.encoder in ("relational", "lookup"):
             same = (ids[:, self.pair_rows] == ids[:, self.pair_cols]).float()
@@ -183,18 +183,18 @@ class TokenFeaturesExtractor(BaseFeaturesExtractor):
         return match @ following / match.sum(dim=2, keepdim=True).clamp(min=1.0)
 
     @staticmethod
-    def _grouped_lookup(bigrams: torch.Tensor, embedded: torch.Tensor) -> torch.Tensor:
+    def _grouped_lookup(bigrams: torch.Tensor, embedded: torch.Tensor, span: int) -> torch.Tensor:
         """:meth:`_lookup` without the (positions x positions) match matrix: each observation's
-        positions grouped by bigram, a group's sum of following embeddings less the position's own,
-        over the others in its group (linear in the positions; the same values up to rounding)."""
+        positions grouped by bigram (ids below ``span``), a group's sum of following embeddings
+        less the position's own, over the others in its group (linear in the positions; the same
+        values up to rounding)."""
         following = torch.cat([embedded[:, 2:], torch.zeros_like(embedded[:, :1])], dim=1)
-        span = int(bigrams.max()) + 1 if bigrams.numel() else 1
         rows = torch.arange(bigrams.shape[0], device=bigrams.device).unsqueeze(1)
-        _, group = torch.unique(bigrams + rows * span, return_inverse=True)  # (batch, positions)
-        flat, width = group.flatten(), following.shape[-1]
-        groups = int(flat.max()) + 1 if flat.numel() else 0
-        sums = following.new_zeros(groups, width).index_add(0, flat, following.reshape(-1, width))
-        others = (torch.bincount(flat, minlength=groups)[group] - 1).clamp(min=1).unsqueeze(-1)
+        _, group, sizes = torch.unique(bigrams + rows * span, return_inverse=True, return_counts=True)
+        width = following.shape[-1]
+        sums = following.new_zeros(sizes.numel(), width)
+        sums = sums.index_add(0, group.flatten(), following.reshape(-1, width))
+        others = (sizes[group] - 1).clamp(min=1).unsqueeze(-1)
         return (sums[group] - following) / others
 
 

@@ -20,6 +20,7 @@ import json
 import os
 import random
 import time
+import warnings
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
@@ -148,13 +149,29 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     return payload
 
 
+def _set_generator(generator: torch.Generator, state: torch.Tensor, seed: int) -> None:
+    """Restore a torch generator's ``state``. One saved on another kind of device (a run made on
+    CUDA resumed on the CPU, or the reverse) does not fit: the generator is seeded with ``seed``
+    instead, and a warning says the resumed run's draws differ from the run continued in place."""
+    if state.numel() == generator.get_state().numel():
+        generator.set_state(state)
+        return
+    generator.manual_seed(seed)
+    warnings.warn(
+        f"a random generator of the run was saved on another kind of device than {generator.device}: "
+        f"it continues from seed {seed}, so the resumed run draws other numbers than it would have",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+
+
 def _restore(payload: dict[str, Any], model: Any, callback: LoopCallback) -> None:
     model.policy.load_state_dict(payload["policy"])
     model.policy.optimizer.load_state_dict(payload["policy_optimizer"])
     model.num_timesteps = payload["num_timesteps"]
     model._n_updates = payload["n_updates"]
     if isinstance(model, BatchedPPO) and payload["rng"].get("algo") is not None:
-        model.generator.set_state(payload["rng"]["algo"])
+        _set_generator(model.generator, payload["rng"]["algo"], int(payload["num_timesteps"]))
     callback.history = list(payload["history"])
     if isinstance(callback, RLAnythingCallback):
         _restore_loop(payload, callback)
@@ -166,15 +183,15 @@ def _restore(payload: dict[str, Any], model: Any, callback: LoopCallback) -> Non
 
 def _restore_loop(payload: dict[str, Any], callback: RLAnythingCallback) -> None:
     """The closed loop's own state (see :func:`_loop_state`)."""
-    prm, trainer = callback.reward_env.prm, callback.trainer
+    prm, trainer, steps = callback.reward_env.prm, callback.trainer, int(payload["num_timesteps"])
     if prm is not None and payload["prm"] is not None:
         prm.load_state_dict(payload["prm"])
     if trainer is not None and payload["prm_optimizer"] is not None:
         trainer.optimizer.load_state_dict(payload["prm_optimizer"])
         trainer.rng.bit_generator.state = payload["prm_rng"]
-        trainer.generator.set_state(payload["prm_votes_rng"])
+        _set_generator(trainer.generator, payload["prm_votes_rng"], steps + 1)
     if callback.reward_env.generator is not None and payload["reward_votes_rng"] is not None:
-        callback.reward_env.generator.set_state(payload["reward_votes_rng"])
+        _set_generator(callback.reward_env.generator, payload["reward_votes_rng"], steps + 2)
     if callback.curriculum is not None and payload["curriculum"] is not None:
         callback.curriculum.load_state_dict(payload["curriculum"])
     callback.replay.clear()  # checkpoints from before the replay option hold none
@@ -328,10 +345,9 @@ def _check_steps(settings: TrainSettings) -> None:
 
 
 def train(settings: TrainSettings) -> dict[str, Any]:
-    """Run (or resume) a closed-loop training run; returns the results written to results.json."""
-    # the run records the settings the preset gave, and the encoder "auto" resolves to
-    settings = apply_preset(settings)
-    settings = dataclasses.replace(settings, encoder=resolve_encoder(settings.encoder, settings.env))
+    """Run (or resume) a closed-loop training run; returns the results written to results.json,
+    and the run directory under ``"out"``."""
+    settings = apply_preset(settings)  # the run records the settings the preset gave
     if not settings.out:
         if settings.resume:
             raise ValueError("--resume needs --out, the run directory to continue")
@@ -350,6 +366,8 @@ def train(settings: TrainSettings) -> dict[str, Any]:
         if not checkpoint.exists():
             raise ValueError(f"nothing to resume: {out} holds no run ({checkpoint.name} is missing)")
         payload = load_checkpoint(checkpoint)
+        if settings.encoder == "auto":  # the run's own (runs from before "auto" have flatten, or no key)
+            settings = dataclasses.replace(settings, encoder=payload["settings"].get("encoder", "flatten"))
         mine = {k: v for k, v in _loop_fields(settings).items() if k not in _RESUMABLE_ELSEWHERE}
         saved = {k: v for k, v in payload["settings"].items() if k in mine}
         if saved != mine:
@@ -359,6 +377,8 @@ def train(settings: TrainSettings) -> dict[str, Any]:
         raise ValueError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
     elif out.exists() and any(out.iterdir()) and not (out / "settings.json").exists():
         raise ValueError(f"{out} is a non-empty directory that is not an rla train run; choose another --out")
+    # a new run records the encoder "auto" resolves to
+    settings = dataclasses.replace(settings, encoder=resolve_encoder(settings.encoder, settings.env))
     validate_settings(LoopSettings(**_loop_fields(settings)))  # before anything is written
     out.mkdir(parents=True, exist_ok=True)
     try:
@@ -403,7 +423,7 @@ def _train_in(out: Path, settings: TrainSettings, payload: dict[str, Any] | None
         plot_run(out)
     except ImportError:
         pass
-    return results
+    return {**results, "out": str(out)}
 
 
 def policy_agent(model: Any, masked: bool, deterministic: bool = True) -> Any:
@@ -456,7 +476,8 @@ def load_run(run: str) -> tuple[Any, TrainSettings]:
         raise ValueError(f"no run in {run}: {checkpoint.name} is missing (give a directory rla train wrote)")
     payload = load_checkpoint(checkpoint)
     known = {f.name for f in dataclasses.fields(TrainSettings)}
-    settings = TrainSettings(**{k: v for k, v in payload["settings"].items() if k in known})
+    saved = {"encoder": "flatten", **payload["settings"]}  # runs from before the encoder was saved
+    settings = TrainSettings(**{k: v for k, v in saved.items() if k in known})
     settings.device = "cpu"  # evaluation needs no GPU, and the run may come from a machine with one
     model, _ = build_loop(LoopSettings(**_loop_fields(settings)))
     model.policy.load_state_dict(payload["policy"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 from pathlib import Path
 
 import gymnasium as gym
@@ -634,6 +635,30 @@ def test_a_plugin_in_the_working_directory_adds_a_strategy(tmp_path: Path, monke
     missing[missing.index("--out") + 1] = str(tmp_path / "other")
     assert main(missing) == 2
     assert "plugin module 'not_a_plugin_here' not found in the working directory" in capsys.readouterr().err
+
+
+def test_run_processes_start_with_ctrl_c_ignored() -> None:
+    """A run's process ignores Ctrl-C from its first instruction (the parent ends it), so none
+    prints a traceback while it starts up; the parent's own handler is back afterwards."""
+    import multiprocessing
+    import signal
+    import time
+
+    from agents.bench import _start_ignoring_ctrl_c
+
+    before = signal.getsignal(signal.SIGINT)
+    process = multiprocessing.get_context("spawn").Process(target=time.sleep, args=(3,))
+    _start_ignoring_ctrl_c(process)
+    try:
+        assert signal.getsignal(signal.SIGINT) is before
+        os.kill(process.pid, signal.SIGINT)  # while it starts up: the moment a traceback came from
+        time.sleep(0.5)
+        os.kill(process.pid, signal.SIGINT)
+        process.join(1.0)
+        assert process.is_alive()  # a KeyboardInterrupt would have ended it
+    finally:
+        process.terminate()
+        process.join()
 
 
 def test_ctrl_c_ends_the_runs_under_way(tmp_path: Path, monkeypatch) -> None:

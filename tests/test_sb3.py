@@ -117,7 +117,7 @@ def test_grouped_lookup_equals_the_match_matrix_read_and_its_gradient() -> None:
         embedded = torch.randn(batch, length, 16, generator=generator, requires_grad=True)
         bigrams = ids[:, :-1] * vocab + ids[:, 1:]
         dense = TokenFeaturesExtractor._lookup(TokenFeaturesExtractor._bigram_matches(bigrams), embedded)
-        grouped = TokenFeaturesExtractor._grouped_lookup(bigrams, embedded)
+        grouped = TokenFeaturesExtractor._grouped_lookup(bigrams, embedded, vocab**2)
         assert torch.allclose(dense, grouped, atol=1e-6)
         weights = torch.randn(dense.shape, generator=generator)
         (dense_grad,) = torch.autograd.grad((dense * weights).sum(), embedded)

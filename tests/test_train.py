@@ -67,6 +67,32 @@ def test_killed_training_resumes_from_its_last_checkpoint(tmp_path: Path) -> Non
     assert len(steps) == len(final["history"])  # one row per round, none lost and none twice
 
 
+def test_runs_made_before_auto_resume_and_load_with_their_own_encoder(tmp_path: Path) -> None:
+    """A run that trained flatten (the default before ``auto``) resumes through the Python API on
+    ``TrainSettings``' default, and ``load_run`` rebuilds flatten from a checkpoint whose settings
+    have no encoder (those from before it was recorded)."""
+    from agents.train import load_run
+
+    out = tmp_path / "old"
+    common = {"algo": "ppo", "out": str(out), "n_envs": 2, "n_steps": 256, "eval_episodes": 5}
+    common["device"] = "cpu"
+    train(TrainSettings(steps=512, encoder="flatten", **common))
+    train(TrainSettings(steps=1024, resume=True, **common))  # encoder "auto": the run's own
+    payload = load_checkpoint(out / "checkpoint.pt")
+    assert payload["num_timesteps"] == 1024 and payload["settings"]["encoder"] == "flatten"
+    del payload["settings"]["encoder"]
+    torch.save(payload, out / "checkpoint.pt")
+    model, settings = load_run(str(out))
+    assert model.policy.features_extractor.encoder == settings.encoder == "flatten"
+
+
+def test_rla_train_prints_the_run_directory_it_made(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "--steps", "512", *PPO_FAST]) == 0
+    (made,) = (tmp_path / "runs").iterdir()
+    assert capsys.readouterr().out.rstrip().endswith(f"run directory: runs/{made.name}")
+
+
 def test_resume_in_process_restores_state(tmp_path: Path) -> None:
     settings = TrainSettings(
         algo="ppo", steps=1024, out=str(tmp_path / "r"), n_envs=2, n_steps=256, eval_episodes=5, device="cpu"
@@ -178,16 +204,21 @@ def test_the_group_trainer_needs_one_round_of_steps_not_n_steps_times_n_envs(tmp
 
 def test_resume_may_run_on_another_device(tmp_path: Path, capsys) -> None:
     """The device is where a run trains, not what it trains: a run made on CUDA resumes on the
-    CPU (the checkpoint loads onto the CPU, then onto the run's device)."""
+    CPU (the checkpoint loads onto the CPU, then onto the run's device; the generators that lived
+    on CUDA, whose states do not fit a CPU generator, are reseeded with a warning)."""
     out = tmp_path / "run"
     assert main(["train", "--steps", "512", "--out", str(out), *PPO_FAST]) == 0
     payload = torch.load(out / "checkpoint.pt", weights_only=True)
     payload["settings"]["device"] = "cuda"  # as a run made with --device cuda records it
+    cuda_state = torch.zeros(16, dtype=torch.uint8)  # a CUDA generator's state (seed, offset)
+    assert payload["prm_votes_rng"] is not None and payload["reward_votes_rng"] is not None
+    payload["prm_votes_rng"] = payload["reward_votes_rng"] = cuda_state  # the PRM's, on its device
     torch.save(payload, out / "checkpoint.pt")
     recorded = json.loads((out / "settings.json").read_text())
     (out / "settings.json").write_text(json.dumps({**recorded, "device": "cuda"}))
     capsys.readouterr()
-    assert main(["train", "--out", str(out), "--resume", "--steps", "1024", "--device", "cpu"]) == 0
+    with pytest.warns(RuntimeWarning, match="another kind of device than cpu: it continues from seed"):
+        assert main(["train", "--out", str(out), "--resume", "--steps", "1024", "--device", "cpu"]) == 0
     assert load_checkpoint(out / "checkpoint.pt")["num_timesteps"] == 1024
     assert main(["train", "--out", str(out), "--resume", "--steps", "2048", "--lam", "2"]) == 2
     assert "differ from the run in" in capsys.readouterr().err  # what it trains still may not change
