@@ -553,7 +553,7 @@ def _run_ray(settings: BenchSettings, pending: list[RunSpec], bar: Any) -> dict[
             ray.init(num_cpus=settings.workers, include_dashboard=False)
     remote = ray.remote(num_cpus=1, max_retries=0)(attempt)
     futures = {remote.remote(settings, spec): spec for spec in pending}
-    status = {}
+    status: dict[str, str] = {}
     try:
         _collect_ray(ray, futures, settings, status, bar)
     except KeyboardInterrupt:  # Ctrl-C: the tasks under way end and their runs stay pending
