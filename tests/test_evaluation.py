@@ -119,3 +119,52 @@ def test_evaluating_a_stochastic_policy_leaves_the_callers_random_state_alone() 
     )
     with pytest.raises(ValueError, match="levels must name at least one difficulty"):
         evaluate_batched("RLA-TextNav-v0", random_batch_agent(), levels=(), tasks=2)
+
+
+@pytest.mark.parametrize("algo", ["ppo", "maskable-ppo"])
+def test_the_policy_agent_samples_its_commands_unless_greedy(algo: str) -> None:
+    """64 copies of one observation: the greedy agent gives one command, the stochastic one several,
+    and a maskable policy only admissible ones either way."""
+    torch.set_num_threads(1)
+    masked = algo == "maskable-ppo"
+    model, _ = build_loop(LoopSettings(algo=algo, mode="outcome", n_envs=2, n_steps=64, seed=0, device="cpu"))
+    obs, info = gym.make("RLA-TextNav-v0", difficulty=0.5).reset(seed=0)
+    batch = {key: np.repeat(value[None], 64, axis=0) for key, value in obs.items()}
+    masks = np.zeros((64, 24), dtype=np.int8)
+    masks[:, [2, 5, 9, 17]] = 1
+    torch.manual_seed(0)
+    greedy = policy_batch_agent(model, masked, True)(batch, {"action_mask": masks})
+    sampled = policy_batch_agent(model, masked, False)(batch, {"action_mask": masks})
+    assert greedy.shape == sampled.shape == (64,) and len(set(greedy.tolist())) == 1
+    assert len(set(sampled.tolist())) > 1
+    if masked:
+        assert set(greedy.tolist()) | set(sampled.tolist()) <= {2, 5, 9, 17}
+
+
+@pytest.mark.parametrize("history", [0, 2])
+@pytest.mark.parametrize("algo", ["ppo", "maskable-ppo"])
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_the_loop_agent_passes_greedy_or_sampling_and_the_masks_to_the_policy(
+    algo: str, history: int, deterministic: bool
+) -> None:
+    from agents.evaluation import loop_batch_agent
+
+    torch.set_num_threads(1)
+    settings = LoopSettings(
+        algo=algo, mode="outcome", history=history, n_envs=2, n_steps=8, seed=0, device="cpu"
+    )
+    model, _ = build_loop(settings)
+    calls: list[dict] = []
+    predict = model.predict
+
+    def recording(obs, **kwargs):
+        calls.append({**kwargs, "width": obs["tokens"].shape[1]})
+        return predict(obs, **kwargs)
+
+    model.predict = recording  # type: ignore[method-assign]
+    rows = evaluate_batched("RLA-TextNav-v0", loop_batch_agent(model, settings, deterministic), (0.2,), 2)
+    assert rows[0]["episodes"] == 2 and calls
+    for call in calls:
+        assert call["deterministic"] is deterministic
+        assert ("action_masks" in call) == (algo == "maskable-ppo")
+        assert call["width"] == (history * 69 + history if history else 69)  # fed its history

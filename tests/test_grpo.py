@@ -273,3 +273,121 @@ def test_a_curriculum_that_needs_a_critics_values_is_refused_by_name() -> None:
     external = PrioritizedLevelReplay("RLA-TextNav-v0", score="external")
     trainer = GroupPPO(TokenPolicy, model.env, curriculum=external, **parts)
     assert trainer.curriculum is external
+
+
+def _hand_round(model: GroupPPO, episodes: list[tuple[int, list[int]]], tasks: list) -> list:
+    """Hand the group trainer a finished round of ``episodes``, (outcome, exact step labels) each;
+    step t of episode i takes action 6 * i + t. Returns the results the curriculum was given."""
+    from rla_gym.curricula import EpisodeResult
+
+    results: list[EpisodeResult] = []
+    update = model.curriculum.update
+    model.curriculum.update = lambda result: (results.append(result), update(result))  # type: ignore[method-assign]
+    obs = {"tokens": np.zeros(69, np.int64), "action_mask": np.ones(24, np.int8)}
+    steps = [
+        [(obs, 6 * i + t, -1.0, np.zeros(69, np.int64), label, 0.0, obs) for t, label in enumerate(labels)]
+        for i, (_, labels) in enumerate(episodes)
+    ]
+    outcomes = np.array([outcome for outcome, _ in episodes])
+    model._finish_round(tasks, [True] * len(tasks), steps, outcomes, np.zeros(len(tasks)))
+    return results
+
+
+@pytest.mark.parametrize("group_filter", ["all", "mixed"])
+def test_a_round_s_samples_are_its_per_group_step_index_advantages_by_hand(group_filter: str) -> None:
+    """Oracle votes (the exact labels), lambda = 0.5: R_i = O + 0.5 * label_i, z-scored per step index
+    within each group only; zero advantages are dropped; "mixed" drops the group that always succeeds."""
+    from rla_gym.core import Task
+
+    torch.set_num_threads(1)
+    settings = LoopSettings(
+        algo="grpo", mode="oracle", lam=0.5, groups=2, group_size=2, group_filter=group_filter, seed=0,
+        device="cpu",
+    )  # fmt: skip
+    model, _ = build_loop(settings)
+    tasks = [Task("RLA-TextNav-v0", 0.1, 7)] * 2 + [Task("RLA-TextNav-v0", 0.3, 8)] * 2
+    episodes = [
+        (1, [1, -1]),  # group 0, R = [1.5, 0.5]
+        (-1, [1, 1, -1]),  # R = [-0.5, -0.5, -1.5]; step 2 is reached by it alone: raw R
+        (1, [1, -1]),  # group 1 (both succeed), R = [1.5, 0.5]
+        (1, [1, 1]),  # R = [1.5, 1.5]; step 0 ties the other: advantage 0, dropped
+    ]
+    results = _hand_round(model, episodes, tasks)
+    samples = model._samples
+    actions, advantages = [0, 1, 6, 7, 8], [1.0, 1.0, -1.0, -1.0, -1.5]
+    if group_filter == "all":
+        actions, advantages = [*actions, 13, 19], [*advantages, -1.0, 1.0]
+    assert samples is not None and samples["actions"].tolist() == actions
+    np.testing.assert_allclose(samples["advantages"], advantages)
+    assert model.round_stats == pytest.approx({
+        "success": 0.75, "kept_groups": 1.0 if group_filter == "all" else 0.5, "rejected_groups": 0.0,
+        "trained_share": len(actions) / 9,
+    })  # fmt: skip
+    # PLR's score: the mean of max(advantage, 0) over each episode's steps
+    assert [r.score for r in results] == pytest.approx([1.0, 0.0, 0.0, 0.5])
+    for result, task, (outcome, labels) in zip(results, tasks, episodes, strict=True):
+        assert result.task == task and result.outcome == outcome and result.length == len(labels)
+        assert np.array_equal(result.rm_votes, np.repeat(np.array(labels, np.float32)[:, None], 3, axis=1))
+        assert result.rm_outcome_prediction == pytest.approx(np.mean(labels))  # this episode's votes
+    finished = model.reward_env.drain()
+    assert [t.task_id for t in finished] == [task.task_id for task in tasks]
+    assert [t.difficulty for t in finished] == [0.1, 0.1, 0.3, 0.3]
+    assert [t.labels.tolist() for t in finished] == [labels for _, labels in episodes]
+    assert [t.actions.tolist() for t in finished] == [[0, 1], [6, 7, 8], [12, 13], [18, 19]]
+
+
+def test_in_rm_only_mode_the_group_advantages_leave_the_outcome_out() -> None:
+    """Mode rm-only: R_i = lambda * mean vote, no outcome, before the per-step-index z-score."""
+    from rla_gym.core import Task
+
+    torch.set_num_threads(1)
+    settings = LoopSettings(
+        algo="grpo", mode="rm-only", lam=0.5, groups=1, group_size=2, seed=0, device="cpu"
+    )
+    model, _ = build_loop(settings)
+    assert model.reward_env.outcome_weight == 0.0
+
+    def label_votes(rows):  # the PRM's votes stood in for by the exact labels, 3 per step
+        labels = np.array([row[3] for row in rows], np.float32)
+        return np.repeat(labels[:, None], 3, axis=1), labels.tolist()
+
+    model.reward_env.vote = label_votes  # type: ignore[method-assign]
+    _hand_round(model, [(1, [1, -1]), (-1, [1, 1, -1])], [Task("RLA-TextNav-v0", 0.1, 7)] * 2)
+    # R = [0.5, -0.5] and [0.5, 0.5, -0.5]: step 0 ties (dropped), step 1 is z = -1 / +1, step 2 raw -0.5
+    samples = model._samples
+    assert samples is not None and samples["actions"].tolist() == [1, 7, 8]
+    np.testing.assert_allclose(samples["advantages"], [-1.0, 1.0, -0.5])
+
+
+def test_the_update_s_loss_is_the_clipped_surrogate_plus_the_k3_kl_by_hand() -> None:
+    """One epoch, one minibatch: the logged loss is -mean(min(r A, clip(r, 0.8, 1.2) A)) + 0.01 * mean
+    k3, at the weights before the step, with r the ratio to the log-probabilities of the round."""
+    from stable_baselines3.common.logger import configure
+
+    torch.set_num_threads(1)
+    model, _ = build_loop(
+        LoopSettings(algo="grpo", mode="outcome", groups=1, group_size=2, n_epochs=1, seed=0, device="cpu")
+    )
+    model.set_logger(configure(None, []))
+    rng = np.random.default_rng(0)
+    obs = {"tokens": rng.integers(1, 47, (4, 69)), "action_mask": np.ones((4, 24), np.int8)}
+    actions = np.array([3, 5, 7, 11])
+    with torch.no_grad():
+        _, log_prob, _ = model.policy.evaluate_actions(
+            model.policy.obs_to_tensor(obs)[0], torch.as_tensor(actions)
+        )
+    log_prob = log_prob.numpy().astype(np.float64)
+    ratios = np.array([1.5, 0.5, 0.5, 1.5])  # r A is clipped in the first two, not in the last two
+    advantages = np.array([1.0, -2.0, 1.0, -0.5])
+    model._samples = {
+        "obs": obs, "actions": actions, "log_probs": (log_prob - np.log(ratios)).astype(np.float32),
+        "advantages": advantages.astype(np.float32),
+    }  # fmt: skip
+    model.train()
+    surrogate = np.array([1.2 * 1.0, 0.8 * -2.0, 0.5 * 1.0, 1.5 * -0.5])
+    k3 = 1 / ratios + np.log(ratios) - 1
+    logged = model.logger.name_to_value
+    assert logged["train/policy_loss"] == pytest.approx(-surrogate.mean() + 0.01 * k3.mean(), abs=1e-5)
+    assert logged["train/kl_k3"] == pytest.approx(k3.mean(), abs=1e-5)
+    assert logged["train/clip_fraction"] == 1.0 and logged["grpo/samples"] == 4
+    assert model._samples is None  # a round's samples train once

@@ -196,3 +196,53 @@ def test_the_history_agent_evaluates_with_the_training_history() -> None:
     # the second step holds the first observation and the first action
     assert np.array_equal(seen[1][:, LENGTH : 2 * LENGTH], first[:, :LENGTH])
     assert (seen[1][:, -2] >= BASE).all() and not seen[1][:, -1].any()
+
+
+def test_the_history_agent_feeds_back_exactly_the_commands_it_chose() -> None:
+    """Step k of an evaluated episode holds action tokens BASE + (the command chosen at step k - 1),
+    then BASE + (the one before), as HistoryVecEnv gives them in training."""
+    torch.set_num_threads(1)
+    model, _ = build_loop(
+        LoopSettings(algo="ppo", mode="outcome", history=2, n_envs=2, n_steps=16, seed=0, device="cpu")
+    )
+    seen: list[np.ndarray] = []
+    chosen: list[np.ndarray] = []
+    predict = model.predict
+
+    def recording(obs, **kwargs):
+        seen.append(obs["tokens"].copy())
+        actions, state = predict(obs, **kwargs)
+        chosen.append(np.asarray(actions).copy())
+        return actions, state
+
+    model.predict = recording  # type: ignore[method-assign]
+    evaluate_batched(ENV, history_batch_agent(model, 2, False, False), (0.5,), 4)
+    # d = 0.5: every route takes at least 4 moves, so the first three steps are one episode's
+    assert len(seen) >= 3 and not seen[0][:, -2:].any()
+    np.testing.assert_array_equal(seen[1][:, -2], BASE + chosen[0])
+    assert not seen[1][:, -1].any()
+    np.testing.assert_array_equal(seen[2][:, -2:], BASE + np.stack([chosen[1], chosen[0]], axis=1))
+
+
+def test_episode_starts_after_a_disabled_reset_mark_only_the_reset_step() -> None:
+    """DISABLED: after every row has ended and the env is reset, the rows start once, then run."""
+    envs = gym.make_vec(
+        ENV, num_envs=3, vectorization_mode="vector_entry_point", autoreset_mode=AutoresetMode.DISABLED,
+        difficulty=0.5,
+    )  # fmt: skip
+    starts_of = EpisodeStarts()
+    _, info = envs.reset(seed=0)
+    starts_of(info, 3)
+    ended = np.zeros(3, dtype=bool)
+    while not ended.all():
+        _, _, terminated, truncated, info = envs.step(np.asarray(info["oracle_mask"]).argmax(axis=1))
+        starts_of(info, 3)
+        ended |= terminated | truncated
+    _, info = envs.reset(seed=1)
+    starts, live = starts_of(info, 3)
+    assert starts.all() and live.all()
+    for _ in range(3):  # d = 0.5: every route takes at least 4 moves
+        _, _, terminated, truncated, info = envs.step(np.asarray(info["action_mask"]).argmax(axis=1))
+        starts, live = starts_of(info, 3)
+        assert not starts.any() and live.all()
+    envs.close()

@@ -102,3 +102,37 @@ def test_adaptive_difficulty_reads_the_wrappers_predictions() -> None:
             assert judged == (finished >= 3), (finished, info["curriculum"])
             obs, info = env.reset()
     assert env.curriculum.episodes == 6
+
+
+def test_the_wrapper_votes_on_each_episode_s_own_steps() -> None:
+    """Each step's votes are drawn from sigmoid(logit) of (previous obs, action, obs), one draw per
+    step from the wrapper's generator; at an episode's end rm_votes holds that episode's votes only
+    and the step head's prediction is the mean of its expected votes."""
+    base = gym.make("RLA-TextNav-v0", difficulty=0.2)
+    prm = ProcessRewardModel.for_env(base, seed=0, device="cpu")
+    env = ProcessRewardWrapper(base, prm, lam=0.5, m=3, seed=2)
+    lengths = []
+    generator = torch.Generator().manual_seed(2)
+    rng = np.random.default_rng(0)
+    for episode in range(3):
+        obs, info = env.reset(seed=episode)
+        votes, scores, done = [], [], False
+        while not done:
+            action = random_agent(obs, info, rng)
+            before = obs["tokens"]
+            obs, reward, terminated, truncated, info = env.step(action)
+            done = terminated or truncated
+            steps = {
+                "obs": torch.as_tensor(before)[None], "action": torch.as_tensor([action]),
+                "next_obs": torch.as_tensor(obs["tokens"])[None],
+            }  # fmt: skip
+            with torch.no_grad():
+                p = float(torch.sigmoid(prm.logits(steps))[0])
+            drawn = np.where(torch.rand((1, 3), generator=generator).numpy()[0] < p, 1.0, -1.0)
+            np.testing.assert_array_equal(info["rm_step_votes"], drawn)
+            votes.append(drawn)
+            scores.append(2 * p - 1)
+        np.testing.assert_array_equal(info["rm_votes"], np.stack(votes))
+        assert info["rm_outcome_prediction"] == pytest.approx(np.mean(scores), abs=1e-6)
+        lengths.append(len(votes))
+    assert min(lengths) > 1

@@ -532,3 +532,174 @@ def test_the_prm_takes_its_size_from_the_settings() -> None:
     assert prm.value_net[0].in_features == 4 * 69
     with pytest.raises(ValueError, match="prm_hidden must be an integer >= 1, got 0"):
         build_loop(LoopSettings(algo="ppo", mode="env", prm_hidden=0))
+
+
+def test_the_predicted_outcome_is_the_value_of_the_last_step_or_the_mean_expected_vote() -> None:
+    venv = make_vec_env("RLA-TextNav-v0", n_envs=1, seed=0)
+    for head, expected in (("value", 0.7), ("step", (0.2 - 0.4 + 0.7) / 3)):
+        prm = ProcessRewardModel.for_env(venv.envs[0], head=head, seed=0, device="cpu")
+        env = IntegratedRewardVecEnv(venv, prm, mode="policy")
+        assert env.outcome_prediction([0.2, -0.4, 0.7]) == pytest.approx(expected)
+        assert env.outcome_prediction([0.5, 3.0]) == 1.0 and env.outcome_prediction([-2.0]) == -1.0  # clipped
+    oracle = IntegratedRewardVecEnv(venv, None, mode="oracle")  # no PRM: the mean of the exact votes
+    assert oracle.outcome_prediction([1.0, -1.0, -1.0, -1.0]) == pytest.approx(-0.5)
+
+
+def test_each_finished_trajectory_carries_the_task_its_episode_started_with() -> None:
+    venv = make_vec_env("RLA-TextNav-v0", n_envs=2, seed=5, env_kwargs={"difficulty": 0.0})
+    env = IntegratedRewardVecEnv(venv, None, mode="oracle", deferred=True)
+    env.reset()
+    started = [str(info["task_key"]) for info in env.reset_infos]
+    lengths = [0, 0]
+    keys = set(started)
+    rng = np.random.default_rng(0)
+    ended = 0
+    for _ in range(80):
+        _, _, dones, _ = env.step(rng.integers(0, 24, 2))
+        finished = env.drain()
+        assert len(finished) == int(dones.sum())
+        for i, trajectory in zip(np.flatnonzero(dones), finished, strict=True):
+            lengths[i] += 1
+            assert trajectory.task_id == started[i] and len(trajectory) == lengths[i]
+            started[i], lengths[i] = str(env.reset_infos[i]["task_key"]), 0
+            keys.add(started[i])
+            ended += 1
+        for i in np.flatnonzero(~dones):
+            lengths[i] += 1
+    assert ended >= 6 and len(keys) > 4  # every episode a new task
+
+
+def test_noisy_oracle_predicts_each_outcome_from_its_noisy_votes() -> None:
+    venv = make_vec_env("RLA-TextNav-v0", n_envs=2, seed=3, env_kwargs={"difficulty": 0.3})
+    env = IntegratedRewardVecEnv(venv, None, mode="noisy-oracle", m=3, mu=1.0, deferred=True, seed=1)
+    ended = 0
+    for _, dones, infos in _random_steps(env, 200):
+        for i in np.flatnonzero(dones):
+            votes = infos[i]["rm_votes"]
+            assert infos[i]["rm_outcome_prediction"] == pytest.approx(votes.mean())  # not the exact labels
+            ended += 1
+    assert ended > 5
+
+
+def test_a_rollout_s_history_row_is_its_success_share_episode_count_and_mean_difficulty() -> None:
+    from stable_baselines3.common.logger import configure
+
+    from agents.trajectories import Trajectory
+
+    model, callback = build_loop(LoopSettings(algo="ppo", mode="outcome", n_envs=2, n_steps=8, device="cpu"))
+    model.set_logger(configure(None, []))
+    callback.init_callback(model)
+    z = np.zeros((1, 69), dtype=np.int64)
+
+    def episode(outcome: int, difficulty: float | None) -> Trajectory:
+        return Trajectory(z, np.zeros(1, dtype=np.int64), z, outcome, "t", np.ones(1), difficulty)
+
+    episodes = [episode(1, 0.2), episode(-1, 0.4), episode(-1, None), episode(1, 0.6), episode(1, 0.2)]
+    callback._record_rollout(episodes)
+    row = callback.history[-1]
+    assert row["loop/success"] == 0.6 and row["loop/episodes"] == 5
+    assert row["loop/difficulty"] == pytest.approx(0.35)  # over the episodes that name one
+    callback._record_rollout([])
+    assert len(callback.history) == 1  # no row without a finished episode
+
+
+def test_oracle_potential_shapes_the_rewards_even_with_the_advantage_scale() -> None:
+    """Potential-based shaping is a reward, at full strength whatever the scale: with
+    process_scale='advantage' it still goes into the buffer's rewards and GAE is redone on them,
+    not z-scored into the advantages."""
+    from stable_baselines3.common.callbacks import BaseCallback, CallbackList
+    from stable_baselines3.common.utils import obs_as_tensor
+
+    class Inspect(BaseCallback):
+        def _on_step(self) -> bool:
+            return True
+
+        def _on_rollout_end(self) -> None:
+            buffer = self.model.rollout_buffer
+            self.rewards, self.advantages = buffer.rewards.copy(), buffer.advantages.copy()
+            with torch.no_grad():
+                last = self.model.policy.predict_values(obs_as_tensor(self.model._last_obs, "cpu"))
+            buffer.compute_returns_and_advantage(last, self.model._last_episode_starts)
+            self.fresh = buffer.advantages.copy()
+
+    settings = LoopSettings(
+        algo="ppo", env="RLA-GUI-v0", mode="oracle-potential", process_scale="advantage", lam=0.5, n_envs=2,
+        n_steps=64, seed=0, device="cpu",
+    )  # fmt: skip
+    model, loop = build_loop(settings)
+    seen = {}
+    finish = loop.reward_env.finish_rollout
+    loop.reward_env.finish_rollout = lambda: seen.setdefault("process", finish())  # type: ignore[method-assign]
+    inspect = Inspect()
+    model.learn(64, callback=CallbackList([loop, inspect]))
+    process = seen["process"]
+    # lambda * (gamma * Phi(s') - Phi(s)): not only +-lambda like votes
+    assert np.abs(process).max() > 0 and not np.all(np.isin(process, [-0.5, 0.0, 0.5]))
+    outcomes = inspect.rewards - process
+    assert np.allclose(outcomes, np.round(outcomes)) and np.all(np.isin(np.round(outcomes), [-1, 0, 1]))
+    assert np.allclose(inspect.advantages, inspect.fresh)  # GAE of the shaped rewards
+
+
+def test_episode_process_scale_weights_each_step_s_reward_when_not_deferred() -> None:
+    venv = make_vec_env("RLA-TextNav-v0", n_envs=2, seed=2, env_kwargs={"difficulty": 0.3})
+    prm = ProcessRewardModel.for_env(venv.envs[0], seed=0, device="cpu")
+    env = IntegratedRewardVecEnv(venv, prm, mode="policy", lam=2.0, m=3, process_scale="episode")
+    env.reset()
+    budgets = [info["step_budget"] for info in env.reset_infos]
+    rng = np.random.default_rng(1)
+    ended = 0
+    for _ in range(80):
+        _, rewards, dones, infos = env.step(rng.integers(0, 24, 2))
+        for i, info in enumerate(infos):
+            outcome = info["outcome"] if dones[i] else 0
+            assert rewards[i] == pytest.approx(outcome + 2.0 / budgets[i] * info["rm_step_votes"].mean())
+            if dones[i]:
+                budgets[i], ended = env.reset_infos[i]["step_budget"], ended + 1
+    assert ended >= 2 and min(budgets) > 1
+
+
+def test_a_frozen_prm_mode_does_not_train_the_prm_even_when_given_a_trainer() -> None:
+    from agents.loop_runtime import RLAnythingCallback
+    from agents.reward_model import PRMTrainer
+
+    model, loop = build_loop(
+        LoopSettings(algo="ppo", mode="policy", n_envs=2, n_steps=64, seed=0, device="cpu")
+    )
+    prm = loop.reward_env.prm
+    callback = RLAnythingCallback(
+        loop.reward_env, PRMTrainer(prm, "regression"), loop.curriculum, curriculum_env=loop.curriculum_env
+    )
+    before = _params(prm)
+    model.learn(128, callback=callback)
+    assert callback.history and torch.equal(before, _params(prm))
+    assert not any("rm/loss" in row for row in callback.history) and len(callback.replay) == 0
+
+
+def test_the_sample_mask_marks_each_step_by_whether_its_episode_is_trained_on() -> None:
+    """Every other task handed out is not trained on (as robust PLR's new levels): each drained mask
+    row says, per env, whether the episode it stepped at that time was one the learner trains on."""
+    from agents.curriculum import CurriculumVecEnv
+    from rla_gym.curricula import FixedCurriculum
+
+    class EveryOther(FixedCurriculum):
+        def __init__(self) -> None:
+            super().__init__("RLA-TextNav-v0", 0.0, seed=0)
+            self.trains: dict[int, bool] = {}
+
+        def trains_on(self, task) -> bool:
+            self.trains[task.key] = len(self.trains) % 2 == 1
+            return self.trains[task.key]
+
+    curriculum = EveryOther()
+    env = CurriculumVecEnv(make_vec_env("RLA-TextNav-v0", n_envs=3, seed=0), curriculum)
+    env.reset()
+    rng = np.random.default_rng(0)
+    expected, ends = [], 0
+    for _ in range(40):
+        expected.append([curriculum.trains[task.key] for task in env.running])
+        _, _, dones, _ = env.step(rng.integers(0, 24, 3))
+        ends += int(dones.sum())
+    mask = env.drain_sample_mask()
+    assert ends >= 6 and mask.shape == (40, 3) and 0 < mask.mean() < 1
+    np.testing.assert_array_equal(mask, np.array(expected))
+    assert env.drain_sample_mask().shape == (0, 3)  # handed over once

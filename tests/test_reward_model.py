@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import warnings
 
 import gymnasium as gym
@@ -335,3 +336,128 @@ def test_a_cuda_device_without_an_index_gets_the_current_one(monkeypatch) -> Non
     assert resolve_device("cpu") == torch.device("cpu")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert resolve_device("auto") == torch.device("cpu") and resolve_device("cuda") == torch.device("cuda")
+
+
+def _chain(
+    outcome: int, length: int, rng: np.random.Generator, noop_at: int | None = None, task: str = "task"
+):
+    """A trajectory of random states whose steps chain; step ``noop_at`` leaves the state unchanged."""
+    from agents.trajectories import Trajectory
+
+    states = [rng.integers(1, 40, 69)]
+    for t in range(length):
+        states.append(states[-1].copy() if t == noop_at else rng.integers(1, 40, 69))
+    obs, next_obs = np.stack(states[:-1]), np.stack(states[1:])
+    return Trajectory(obs, rng.integers(0, 24, length), next_obs, outcome, task, np.ones(length), 0.3)
+
+
+def test_the_regression_and_value_difference_losses_by_hand(env) -> None:
+    """regression: MSE of each trajectory's mean step score (its predicted outcome) against the outcome;
+    value-difference: MSE of V over every state, the final ones included, plus that regression on
+    kappa * (V(s') - V(s)), no-op steps at the fixed logit."""
+    rng = np.random.default_rng(0)
+    batch = [_chain(1, 3, rng), _chain(-1, 1, rng), _chain(-1, 4, rng, noop_at=2)]
+    outcomes = np.array([1.0, -1.0, -1.0])
+    prm = ProcessRewardModel.for_env(env, seed=0, device="cpu")
+    expected = np.mean((prm.predict_outcomes(batch) - outcomes) ** 2)
+    assert float(PRMTrainer(prm, "regression")._loss(batch).detach()) == pytest.approx(expected, rel=1e-5)
+
+    prm = ProcessRewardModel.for_env(env, head="value", seed=0, device="cpu")
+    steps = prm.steps(batch)
+    with torch.no_grad():
+        values = [
+            prm.values(torch.as_tensor(np.concatenate([t.obs, t.next_obs[-1:]]))).numpy() for t in batch
+        ]
+        scores = (2 * torch.sigmoid(prm.logits(steps)) - 1).numpy()
+    targets = np.concatenate([np.full(len(t) + 1, t.outcome, np.float64) for t in batch])
+    value_loss = np.mean((np.concatenate(values) - targets) ** 2)
+    bounds = np.cumsum([0] + [len(t) for t in batch])
+    means = np.array([scores[a:b].mean() for a, b in itertools.pairwise(bounds)])
+    assert scores[bounds[2] + 2] == pytest.approx(2 / (1 + np.exp(4)) - 1)  # the no-op step
+    loss = float(PRMTrainer(prm, "value-difference")._loss(batch).detach())
+    assert loss == pytest.approx(value_loss + np.mean((means - outcomes) ** 2), rel=1e-5)
+
+
+@pytest.mark.parametrize("objective", ["consistency", "consistency-balanced"])
+def test_the_consistency_loss_is_the_votes_policy_gradient_by_hand(env, objective: str) -> None:
+    """Vote j on step i earns R_i * S_ij, R_i = O + lambda * mean_j S_ij; its advantage is the z-score
+    over the step's m votes; unanimous steps weigh 0 (balanced: 1/T, then wins and losses scaled to
+    equal weight); loss = -sum(w A log P(S_ij)) / (sum(w) m), the votes drawn from the trainer's seed.
+    lambda = 3: the z-score cancels |R_i|, so only with lambda * |mean vote| > 1 can R_i's sign (and
+    the loss) depend on lambda."""
+    rng = np.random.default_rng(1)
+    batch = [_chain(1, 3, rng, noop_at=1), _chain(-1, 5, rng, noop_at=0), _chain(1, 2, rng)]
+    prm = ProcessRewardModel.for_env(env, seed=0, device="cpu")
+    trainer = PRMTrainer(prm, objective, lam=3.0, m=4, seed=3)
+    loss = trainer._loss(batch)
+    with torch.no_grad():
+        logits = prm.logits(prm.steps(batch)).numpy().astype(np.float64)
+    p = 1 / (1 + np.exp(-logits))
+    draws = torch.rand((len(p), 4), generator=torch.Generator().manual_seed(3)).numpy()
+    votes = np.where(draws < p[:, None], 1.0, -1.0)
+    lengths = np.array([3, 5, 2])
+    outcome = np.repeat([1.0, -1.0, 1.0], lengths)
+    integrated = outcome + 3.0 * votes.mean(axis=1)
+    assert np.any(np.sign(integrated) == -outcome)  # some R_i of the other sign than O
+    rewards = integrated[:, None] * votes
+    std = rewards.std(axis=1, keepdims=True)
+    mixed = std[:, 0] > 0
+    assert mixed.any() and not mixed.all()  # the no-op steps vote -1 unanimously
+    advantages = np.where(std > 0, (rewards - rewards.mean(axis=1, keepdims=True)) / np.maximum(std, 1e-8), 0)
+    weights = mixed.astype(np.float64)
+    if objective == "consistency-balanced":
+        weights = weights / np.repeat(lengths, lengths)
+        for group in (outcome > 0, outcome < 0):
+            weights[group] /= weights[group].sum()
+    log_p = -np.log1p(np.exp(-votes * logits[:, None]))
+    expected = -(weights[:, None] * advantages * log_p).sum() / (weights.sum() * 4)
+    assert loss is not None and float(loss.detach()) == pytest.approx(expected, rel=1e-4)
+
+
+def test_the_success_band_includes_its_edges(env) -> None:
+    """Tasks at exactly 1/5 and 4/5 successes feed the consistency objectives; 0/5 and 5/5 do not."""
+    rng = np.random.default_rng(2)
+    batch = [
+        _chain(1 if k < wins else -1, 2, rng, task=name)
+        for name, wins in (("low", 1), ("high", 4), ("never", 0), ("always", 5))
+        for k in range(5)
+    ]
+    trainer = PRMTrainer(ProcessRewardModel.for_env(env, seed=0, device="cpu"), "consistency-balanced")
+    assert trainer.update(batch)["trajectories"] == 10.0
+    narrow = PRMTrainer(
+        ProcessRewardModel.for_env(env, seed=0, device="cpu"), "consistency", success_band=(0.3, 0.7)
+    )
+    assert np.isnan(narrow.update(batch)["loss"]) and narrow.update(batch)["trajectories"] == 0.0
+
+
+def test_the_diagnostics_vote_metrics_by_hand(env) -> None:
+    """The votes are drawn from the seed as assess draws them; the +1 share and the unanimous share
+    (all +1 or all -1) count the steps that changed the observation only; p+, p- by outcome."""
+    from agents.trajectories import Trajectory
+
+    rng = np.random.default_rng(3)
+    batch = [_chain(1, 6, rng, noop_at=2), _chain(-1, 5, rng, noop_at=0), _chain(1, 4, rng)]
+    labels = rng.choice([-1, 1], 15)
+    bounds = [0, 6, 11, 15]
+    batch = [
+        Trajectory(t.obs, t.actions, t.next_obs, t.outcome, t.task_id, labels[a:b], t.difficulty)
+        for t, a, b in zip(batch, bounds[:-1], bounds[1:], strict=True)
+    ]
+    prm = ProcessRewardModel.for_env(env, seed=0, device="cpu")
+    metrics = evaluate_prm(prm, batch, m=5, seed=4, warn=False)
+    with torch.no_grad():
+        logits = prm.logits(prm.steps(batch)).numpy()
+    p = 1 / (1 + np.exp(-logits.astype(np.float64)))
+    votes = np.where(
+        torch.rand((15, 5), generator=torch.Generator().manual_seed(4)).numpy() < p[:, None], 1, -1
+    )
+    changed = np.ones(15, dtype=bool)
+    changed[[2, 6]] = False  # the two no-op steps
+    unanimous = np.abs(votes[changed].sum(axis=1)) == 5
+    assert unanimous.any() and not unanimous.all()
+    assert metrics["unanimous_share"] == pytest.approx(unanimous.mean())
+    assert metrics["vote_plus_share"] == pytest.approx((votes[changed] == 1).mean())
+    outcomes = np.repeat([1, -1, 1], [6, 5, 4])
+    assert metrics["p_plus"] == pytest.approx((votes[outcomes == 1] == 1).mean())
+    assert metrics["p_minus"] == pytest.approx((votes[outcomes == -1] == -1).mean())
+    assert metrics["process_accuracy"] == pytest.approx(((logits > 0) == (labels > 0)).mean())
