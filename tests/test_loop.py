@@ -210,14 +210,13 @@ def test_deferred_oracle_votes_stay_at_the_episode_end() -> None:
         assert np.allclose(process[steps, i], 0.5 * votes.mean(axis=1))
 
 
-@pytest.mark.parametrize("algo", ["ppo", "a2c", "maskable-ppo"])
-def test_loop_adds_process_rewards_to_the_buffer_and_recomputes_advantages(algo: str) -> None:
-    from stable_baselines3.common.callbacks import BaseCallback, CallbackList
+def _inspect_gae_callback() -> type:
+    """A callback class that keeps a rollout's buffer rewards and advantages, and GAE redone from
+    scratch on those rewards, bootstrapped with V(last obs) (``fresh``)."""
+    from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.utils import obs_as_tensor
 
     class Inspect(BaseCallback):
-        """GAE from scratch on the buffer's final rewards, bootstrapped with V(last obs)."""
-
         def _on_step(self) -> bool:
             return True
 
@@ -229,6 +228,14 @@ def test_loop_adds_process_rewards_to_the_buffer_and_recomputes_advantages(algo:
             buffer.compute_returns_and_advantage(last, self.model._last_episode_starts)
             self.fresh = buffer.advantages.copy()
 
+    return Inspect
+
+
+@pytest.mark.parametrize("algo", ["ppo", "a2c", "maskable-ppo"])
+def test_loop_adds_process_rewards_to_the_buffer_and_recomputes_advantages(algo: str) -> None:
+    from stable_baselines3.common.callbacks import CallbackList
+
+    Inspect = _inspect_gae_callback()
     model, loop = build_loop(LoopSettings(mode="policy", algo=algo, n_envs=2, n_steps=64, device="cpu"))
     inspect = Inspect()
     model.learn(64, callback=CallbackList([loop, inspect]))
@@ -607,21 +614,9 @@ def test_oracle_potential_shapes_the_rewards_even_with_the_advantage_scale() -> 
     """Potential-based shaping is a reward, at full strength whatever the scale: with
     process_scale='advantage' it still goes into the buffer's rewards and GAE is redone on them,
     not z-scored into the advantages."""
-    from stable_baselines3.common.callbacks import BaseCallback, CallbackList
-    from stable_baselines3.common.utils import obs_as_tensor
+    from stable_baselines3.common.callbacks import CallbackList
 
-    class Inspect(BaseCallback):
-        def _on_step(self) -> bool:
-            return True
-
-        def _on_rollout_end(self) -> None:
-            buffer = self.model.rollout_buffer
-            self.rewards, self.advantages = buffer.rewards.copy(), buffer.advantages.copy()
-            with torch.no_grad():
-                last = self.model.policy.predict_values(obs_as_tensor(self.model._last_obs, "cpu"))
-            buffer.compute_returns_and_advantage(last, self.model._last_episode_starts)
-            self.fresh = buffer.advantages.copy()
-
+    Inspect = _inspect_gae_callback()
     settings = LoopSettings(
         algo="ppo", env="RLA-GUI-v0", mode="oracle-potential", process_scale="advantage", lam=0.5, n_envs=2,
         n_steps=64, seed=0, device="cpu",
