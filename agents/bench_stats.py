@@ -164,7 +164,7 @@ def compare(
             "low": low, "high": high, "p_improvement": probability_of_improvement(by_env),
             "p": sign_flip_p(differences, seed=seed) if differences else math.nan,
         })  # fmt: skip
-    family = len(results)
+    family = sum(1 for r in results if not math.isnan(r["p"]))  # Holm's family: those with pairs
     for result, adjusted in zip(results, holm([r["p"] for r in results]), strict=True):
         result["p_holm"] = adjusted
         result["resolved"] = bool(adjusted < ALPHA)

@@ -17,6 +17,7 @@ from agents.bench_stats import (
     performance_profile,
     probability_of_improvement,
     sign_flip_p,
+    smallest_p,
 )
 
 
@@ -150,3 +151,87 @@ def test_too_few_pairs_are_reported_as_unable_to_resolve() -> None:
     assert enough["resolved"] and enough["can_resolve"] and enough["p"] == pytest.approx(2 / 2**9)
     summary = {"ablation": {}, "strategies": {}, "per_env": {}, "comparisons": results, "score": "s"}
     assert "no: 5 pairs cannot reach p < 0.05 after Holm" in markdown(summary)
+
+
+def test_a_nan_on_either_side_drops_the_pair() -> None:
+    x = {("A", 0): 0.5, ("A", 1): 0.6, ("A", 2): math.nan}
+    y = {("A", 0): math.nan, ("A", 1): 0.2, ("A", 2): 0.3}
+    assert paired(x, y) == {"A": [(0.6, 0.2)]}
+
+
+def test_the_exact_test_reaches_sixteen_pairs_and_monte_carlo_starts_beyond() -> None:
+    assert sign_flip_p([1.0] * 16) == 2 / 2**16  # exact: 2 of 65536 patterns, not (k + 1) / 20001
+    assert smallest_p(16) == 2 / 2**16 and smallest_p(17) == 1 / 20_001
+    assert smallest_p(0) == 1.0
+
+
+def test_holm_keeps_adjusted_p_monotone_and_at_most_one() -> None:
+    assert holm([0.4, 0.6]) == pytest.approx([0.8, 0.8])  # 0.6 * 1 raised to 0.4 * 2
+    assert holm([0.6, 0.7, 0.9]) == [1.0, 1.0, 1.0]  # 1.8, 1.4, 0.9 capped
+
+
+def test_paired_interval_pools_pairs_and_needs_two_per_env() -> None:
+    # A: differences 1, 1, 1; B: 0, 0. The point is the mean over the 5 pairs, not over the envs
+    point, low, high = paired_interval({"A": [(1.0, 0.0)] * 3, "B": [(0.5, 0.5)] * 2})
+    assert (point, low, high) == pytest.approx((0.6, 0.6, 0.6))  # every resample is that mean
+    point, low, high = paired_interval({"A": [(1.0, 0.0)], "B": [(0.5, 0.0), (0.0, 0.0)]})
+    assert point == pytest.approx(0.5) and math.isnan(low) and math.isnan(high)  # A has one pair
+
+
+def test_paired_interval_is_the_central_95_percent() -> None:
+    # differences 0, 1, 1: a resample's mean is 0 with probability 1/27 = 3.7 %, 1 with 8/27,
+    # so the 2.5th percentile is 0 (a 5th would be 1/3) and the 97.5th is 1
+    point, low, high = paired_interval({"A": [(0.0, 0.0), (1.0, 0.0), (1.0, 0.0)]})
+    assert point == pytest.approx(2 / 3) and low == 0.0 and high == 1.0
+
+
+def test_probability_of_improvement_is_the_mean_over_envs() -> None:
+    by_env = {"A": [(1.0, 0.0)], "B": [(1.0, 0.0)], "C": [(0.0, 1.0), (0.0, 0.0)]}
+    assert probability_of_improvement(by_env) == pytest.approx((1.0 + 1.0 + 0.25) / 3)
+    assert math.isnan(probability_of_improvement({"A": []}))
+
+
+def test_performance_profile_counts_scores_strictly_above_tau() -> None:
+    assert performance_profile([0.0, 0.5, 1.0], [0.0, 0.5, 1.0]) == pytest.approx([2 / 3, 1 / 3, 0.0])
+
+
+def test_holm_over_the_family_decides_resolution() -> None:
+    # six all-positive pairs: p = 2 / 64 = 0.031 resolves alone, but Holm over two makes it 0.0625
+    six = {("A", s): 1.0 for s in range(6)}
+    zero = dict.fromkeys(six, 0.0)
+    (alone,) = compare({"X": six, "Y": zero}, [("X", "Y")])
+    assert alone["p"] == alone["p_holm"] == 2 / 64 and alone["resolved"] and alone["can_resolve"]
+    rows = {"X": six, "Y": zero, "Z": dict.fromkeys(six, -1.0)}
+    results = compare(rows, [("X", "Y"), ("Y", "Z")])
+    for result in results:
+        assert result["p"] == 2 / 64 and result["p_holm"] == 4 / 64
+        assert not result["resolved"] and not result["can_resolve"]
+
+
+def test_iqm_averages_the_middle_half() -> None:
+    from agents.bench_records import iqm
+
+    assert iqm([0.0, 0.0, 0.0, 1.0, 2.0, 10.0, 10.0, 10.0]) == pytest.approx((0 + 1 + 2 + 10) / 4)
+    assert math.isnan(iqm([]))
+
+
+def test_before_training_is_compared_at_the_first_evaluation() -> None:
+    runs = [_run(env, "policy", "fixed", s, 0.0, 1.0) for env in "AB" for s in range(3)]
+    levels = ("0.0", "0.5", "1.0")
+    references = {
+        env: {"random": dict.fromkeys(levels, 0.0), "oracle": dict.fromkeys(levels, 1.0)} for env in "AB"
+    }
+    (before,) = summarize(runs, references)["comparisons"]
+    assert before["comparison"] == "Policy vs Before training" and before["pairs"] == 6
+    assert before["difference"] > 0 and before["p_improvement"] == 1.0  # success 0 everywhere before
+
+
+def test_a_resolved_comparison_could_resolve() -> None:
+    """can_resolve counts Holm's family as Holm does: X vs Z has no pairs (p NaN), so the family
+    is one comparison for both (it counted two, giving resolved and not can_resolve)."""
+    six = {("A", s): 1.0 for s in range(6)}
+    rows = {"X": six, "Y": dict.fromkeys(six, 0.0), "Z": {("B", 0): 0.5}}
+    with_data, without = compare(rows, [("X", "Y"), ("X", "Z")])
+    assert without["pairs"] == 0 and math.isnan(without["p_holm"])
+    assert with_data["p_holm"] == 2 / 64 and with_data["resolved"]
+    assert with_data["can_resolve"]

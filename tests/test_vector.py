@@ -324,3 +324,55 @@ def _world_digest(env_id: str) -> str:
 @pytest.mark.parametrize("env_id", rla_gym.ENV_IDS)
 def test_generated_worlds_stay_what_they_were(env_id: str) -> None:
     assert _world_digest(env_id) == WORLD_DIGESTS[env_id]
+
+
+def _oracle_step(envs: Any, info: dict[str, Any]) -> tuple[Any, ...]:
+    """One step with each sub-env's first oracle command (command 0 where it reports none)."""
+    commands = [np.flatnonzero(m)[0] if m.any() else 0 for m in info["oracle_mask"]]
+    return envs.step(np.array(commands, dtype=np.int64))
+
+
+@pytest.mark.parametrize("array_state", [False, True])
+def test_a_partial_reset_leaves_a_pending_autoreset_pending(array_state: bool) -> None:
+    """NEXT_STEP: a sub-env that finished and is not in ``reset_mask`` still starts its next
+    episode on the next step instead of stepping its finished one."""
+    envs = gym.make_vec("RLA-TextNav-v0", num_envs=2, difficulty=0.3, array_state=array_state)
+    envs.set_tasks([Task("RLA-TextNav-v0", 0.3, 5)] * 2)
+    _, info = envs.reset(seed=0)
+    optimal = int(info["optimal_len"][0])
+    for _ in range(optimal):
+        _, _, term, _, info = _oracle_step(envs, info)
+    assert term.tolist() == [True, True]  # both on the same task, led by the oracle
+    _, info = envs.reset(options={"reset_mask": np.array([False, True])})
+    assert info["_distance"].tolist() == [False, True]
+    _, reward, term, trunc, info = _oracle_step(envs, info)
+    assert reward.tolist() == [0.0, 0.0] and not (term | trunc).any()
+    assert info["distance"].tolist() == [optimal, optimal - 1]  # sub-env 0 only started again
+    assert info["progress"].tolist() == [0, 1]
+
+
+@pytest.mark.parametrize("array_state", [False, True])
+def test_reset_mask_must_be_bools(array_state: bool) -> None:
+    envs = gym.make_vec("RLA-TextNav-v0", num_envs=2, array_state=array_state)
+    envs.reset(seed=0)
+    with pytest.raises(ValueError, match=r"options\['reset_mask'\] must be a bool array of shape \(2,\)"):
+        envs.reset(options={"reset_mask": np.array([0, 1])})
+
+
+@pytest.mark.parametrize("array_state", [False, True])
+def test_returned_observations_are_not_overwritten_by_later_steps(array_state: bool) -> None:
+    envs = gym.make_vec("RLA-TextNav-v0", num_envs=2, difficulty=0.3, array_state=array_state)
+    obs, info = envs.reset(seed=0)
+    kept = {key: value.copy() for key, value in obs.items()}
+    for _ in range(3):
+        _, _, _, _, info = _oracle_step(envs, info)
+    assert all(np.array_equal(obs[key], kept[key]) for key in kept)
+
+
+def test_set_attr_takes_a_tuple_as_one_value_per_sub_env() -> None:
+    envs = gym.make_vec("RLA-TextNav-v0", num_envs=2)
+    tasks = (Task("RLA-TextNav-v0", 0.1, 1), Task("RLA-TextNav-v0", 0.9, 2))
+    envs.set_attr("pinned_task", tasks)
+    assert envs.get_attr("pinned_task") == tasks
+    _, info = envs.reset(seed=0)
+    assert info["task_seed"].tolist() == [1, 2] and info["difficulty"].tolist() == [0.1, 0.9]
