@@ -311,6 +311,11 @@ def _loop_fields(settings: TrainSettings) -> dict[str, Any]:
     return {f.name: getattr(settings, f.name) for f in dataclasses.fields(LoopSettings)}
 
 
+def _saved_encoder(payload: dict[str, Any]) -> str:
+    """The encoder a checkpoint's run trained (runs from before it was saved trained flatten)."""
+    return str(payload["settings"].get("encoder", "flatten"))
+
+
 #: Loop settings a resumed run may change: where it runs, not what it trains (the checkpoint
 #: loads onto the CPU and from there onto the run's device).
 _RESUMABLE_ELSEWHERE = ("device",)
@@ -366,8 +371,8 @@ def train(settings: TrainSettings) -> dict[str, Any]:
         if not checkpoint.exists():
             raise ValueError(f"nothing to resume: {out} holds no run ({checkpoint.name} is missing)")
         payload = load_checkpoint(checkpoint)
-        if settings.encoder == "auto":  # the run's own (runs from before "auto" have flatten, or no key)
-            settings = dataclasses.replace(settings, encoder=payload["settings"].get("encoder", "flatten"))
+        if settings.encoder == "auto":  # the run's own
+            settings = dataclasses.replace(settings, encoder=_saved_encoder(payload))
         mine = {k: v for k, v in _loop_fields(settings).items() if k not in _RESUMABLE_ELSEWHERE}
         saved = {k: v for k, v in payload["settings"].items() if k in mine}
         if saved != mine:
@@ -476,7 +481,7 @@ def load_run(run: str) -> tuple[Any, TrainSettings]:
         raise ValueError(f"no run in {run}: {checkpoint.name} is missing (give a directory rla train wrote)")
     payload = load_checkpoint(checkpoint)
     known = {f.name for f in dataclasses.fields(TrainSettings)}
-    saved = {"encoder": "flatten", **payload["settings"]}  # runs from before the encoder was saved
+    saved = {**payload["settings"], "encoder": _saved_encoder(payload)}
     settings = TrainSettings(**{k: v for k, v in saved.items() if k in known})
     settings.device = "cpu"  # evaluation needs no GPU, and the run may come from a machine with one
     model, _ = build_loop(LoopSettings(**_loop_fields(settings)))
