@@ -1,10 +1,11 @@
-"""Held-out success of sb3-contrib MaskablePPO with MaskableTokenPolicy on RLA-TextNav-v0.
+"""Held-out success of sb3-contrib MaskablePPO with MaskableTokenPolicy on RLA-TextNav-v0 (or ``--env``).
 
     python benchmarks/maskable_textnav.py --difficulty 0.3 --seed 0 --steps 150000 [--encoder attention]
+    python benchmarks/maskable_textnav.py --env RLA-GUI-v0 --difficulty 0.2 --encoder lookup-lite --eval-every 25000
 
 4 DummyVecEnv envs (``--n-envs``), n_steps 256, batch 256, features 128 and sb3's 64-64 heads
 (``--width`` sets both), other settings sb3-contrib's defaults, one torch thread; every 10k steps
-the greedy masked policy and the stochastic one are evaluated on 200 held-out tasks. Each curve
+(``--eval-every``) the greedy masked policy and the stochastic one are evaluated on 200 held-out tasks. Each curve
 entry is (steps, greedy success, seconds, stochastic success): seconds of training alone. Runs
 before the stochastic evaluation have the first three, their seconds counting the evaluations.
 """
@@ -21,7 +22,7 @@ import torch
 from sb3_contrib import MaskablePPO
 from stable_baselines3.common.env_util import make_vec_env
 
-import rla_gym  # noqa: F401
+import rla_gym
 from agents.curriculum import CurriculumVecEnv
 from agents.policies import ENCODERS, MaskableTokenPolicy
 from rla_gym.curricula import UniformCurriculum
@@ -32,6 +33,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--env", choices=rla_gym.ENV_IDS, default="RLA-TextNav-v0")
     parser.add_argument("--difficulty", type=float, default=0.3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--steps", type=int, default=150_000)
@@ -49,16 +51,17 @@ def main() -> None:
         "--separate", action="store_true", help="separate feature extractors for policy and value"
     )
     parser.add_argument("--lr", type=float, default=3e-4)
+    parser.add_argument("--eval-every", type=int, default=10_000, help="steps between evaluations")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--save", type=Path, default=None, help="save the trained model here (a .zip)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     venv = make_vec_env(
-        "RLA-TextNav-v0", n_envs=args.n_envs, seed=args.seed, env_kwargs={"difficulty": args.difficulty}
+        args.env, n_envs=args.n_envs, seed=args.seed, env_kwargs={"difficulty": args.difficulty}
     )
     if args.train_from is not None:
         curriculum = UniformCurriculum(
-            "RLA-TextNav-v0", bounds=(args.train_from, args.difficulty), seed=args.seed
+            args.env, bounds=(args.train_from, args.difficulty), seed=args.seed
         )
         venv = CurriculumVecEnv(venv, curriculum)
     policy_kwargs: dict = {"features_extractor_kwargs": {"encoder": args.encoder}}
@@ -77,7 +80,7 @@ def main() -> None:
         seed=args.seed,
         policy_kwargs=policy_kwargs,
     )
-    env = gym.make("RLA-TextNav-v0")
+    env = gym.make(args.env)
 
     def agent(obs, info, rng) -> int:
         return int(model.predict(obs, deterministic=True, action_masks=info["action_mask"].astype(bool))[0])
@@ -88,7 +91,7 @@ def main() -> None:
     curve, trained = [], 0.0
     while model.num_timesteps < args.steps:
         start = time.perf_counter()
-        model.learn(10_000, reset_num_timesteps=False)
+        model.learn(args.eval_every, reset_num_timesteps=False)
         trained += time.perf_counter() - start
         elapsed = round(trained, 1)
         success = evaluate(env, agent, args.difficulty, heldout_seeds(200)).success_rate
@@ -100,7 +103,7 @@ def main() -> None:
             flush=True,
         )
     out = args.out or Path(
-        f"benchmarks/results/maskable_textnav_d{args.difficulty}_{args.encoder}"
+        f"benchmarks/results/maskable_{args.env[4:-3].lower()}_d{args.difficulty}_{args.encoder}"
         + ("" if args.train_from is None else f"_from{args.train_from}")
         + ("" if args.width is None else f"_w{args.width}")
         + ("" if args.n_envs == 4 else f"_n{args.n_envs}")
