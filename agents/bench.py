@@ -361,7 +361,10 @@ def run_one(settings: BenchSettings, spec: RunSpec, position: int = 0) -> dict[s
     prm = loop.reward_env.prm if isinstance(loop, RLAnythingCallback) else None  # Outcome-only: none
     rm_before = None if prm is None else rm_heldout_metrics(prm, spec.env, settings.levels, spec.seed)
     evaluate_now(settings.final_eval_episodes)  # paired with the final one: the Before row
-    with tqdm(total=settings.steps, desc=spec.run_id, position=position, leave=False, unit="step") as bar:
+    # disable=None: no bars where the output is not a terminal (logs, CI)
+    with tqdm(
+        total=settings.steps, desc=spec.run_id, position=position, leave=False, unit="step", disable=None
+    ) as bar:
         model.learn(settings.steps, callback=CallbackList([loop, Periodic()]))
     evaluate_now(settings.final_eval_episodes)
     rm_after = None if prm is None else rm_heldout_metrics(prm, spec.env, settings.levels, spec.seed)
@@ -683,7 +686,9 @@ def bench(settings: BenchSettings) -> dict[str, Any]:
     log.append(entry)
     write_json_atomic(log_path, log)
     try:
-        with tqdm(total=len(specs), initial=len(specs) - len(pending), desc="rla bench", unit="run") as bar:
+        with tqdm(
+            total=len(specs), initial=len(specs) - len(pending), desc="rla bench", unit="run", disable=None
+        ) as bar:
             runner = _run_ray if settings.backend == "ray" else _run_processes
             status = runner(settings, pending, bar) if pending else {}
     except KeyboardInterrupt:

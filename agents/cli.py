@@ -139,7 +139,10 @@ def _resolve_run(run: str) -> str:
 
 
 def _print_evaluation(rows: list[dict[str, float]]) -> None:
-    print("held-out success: the stochastic policy (the field's figure), then the greedy one")
+    print(
+        "held-out success: the stochastic policy (the field's figure), then the greedy one; "
+        "mean length: the stochastic policy's episodes"
+    )
     print(f"{'difficulty':>10} {'stochastic':>10} {'greedy':>7} {'mean length':>11}")
     for row in rows:
         print(
@@ -181,7 +184,10 @@ def train_command(settings: Any) -> dict[str, Any]:
 def _print_comparison(rows: list[dict[str, Any]], env_id: str, episodes: int) -> None:
     """One table for every policy; invalid replies (stochastic / greedy) are the LLMs' only."""
     width = max(6, *(len(row["policy"]) for row in rows))
-    print(f"{env_id}: held-out success on {episodes} tasks per difficulty, stochastic then greedy")
+    print(
+        f"{env_id}: held-out success on {episodes} tasks per difficulty, stochastic then greedy "
+        "(mean length: stochastic)"
+    )
     print(
         f"{'policy':<{width}} {'difficulty':>10} {'stochastic':>10} {'greedy':>7} {'mean length':>11} invalid"
     )
@@ -209,9 +215,12 @@ def _load_and_name(run: str, load_run: Any) -> tuple[Any, Any, str]:
 def eval_command(settings: EvalSettings) -> list[dict[str, Any]]:
     """Held-out success of a trained run and of LLM policies, on the same tasks."""
     try:
+        import torch
+
         from agents.train import evaluate_both, load_run
     except ImportError as error:
         raise _needs_train_extra("eval") from error
+    torch.set_num_threads(1)  # small networks: more threads only contend on a shared machine
     if settings.episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {settings.episodes}")
     levels = tuple(check_difficulty(level, "level") for level in settings.levels)

@@ -29,8 +29,9 @@ from agents.loop_runtime import (
     check_mode,
     check_mu,
 )
-from agents.reward_model import PRMTrainer, ProcessRewardModel
+from agents.reward_model import OUTCOME_OBJECTIVES, PRMTrainer, ProcessRewardModel
 from rla_gym.core import check_difficulty
+from rla_gym.curricula import CURRICULA
 from rla_gym.curricula.base import Curriculum
 
 if TYPE_CHECKING:
@@ -115,9 +116,13 @@ class LoopSettings:
         "env", f"ablation row: {', '.join(MODES)} (the oracle modes use exact labels: not the method)"
     )
     curriculum: str = described(
-        "task-pool-fresh", "curriculum strategy (mode env; the default keeps the paper's task-pool rule)"
+        "task-pool-fresh",
+        f"curriculum strategy of mode env: {', '.join(CURRICULA)} (the default keeps the paper's "
+        "task-pool rule)",
     )
-    objective: str = described("value-difference", "PRM objective (outcome-only)")
+    objective: str = described(
+        "value-difference", f"PRM objective, trained from outcomes alone: {', '.join(OUTCOME_OBJECTIVES)}"
+    )
     lam: float = described(1.0, "lambda: weight of the process part of the reward")
     m: int = described(3, "PRM votes per step")
     process_scale: str = described(
@@ -163,9 +168,7 @@ def validate_settings(settings: LoopSettings) -> None:
     import gymnasium as gym
 
     from agents.policies import resolve_encoder
-    from agents.reward_model import OUTCOME_OBJECTIVES
     from rla_gym.core import RLAEnv
-    from rla_gym.curricula import CURRICULA
 
     if settings.preset and settings.preset not in PRESETS:
         raise ValueError(f"preset must be one of {tuple(PRESETS)} or '', got {settings.preset!r}")
@@ -216,7 +219,8 @@ def validate_settings(settings: LoopSettings) -> None:
         raise ValueError(f"curriculum must be one of {sorted(CURRICULA)}, got {settings.curriculum!r}")
     if settings.objective not in OUTCOME_OBJECTIVES:
         raise ValueError(
-            f"objective must be one of {OUTCOME_OBJECTIVES} (outcome-only), got {settings.objective!r}"
+            f"objective must be one of {OUTCOME_OBJECTIVES} (trained from outcomes alone), "
+            f"got {settings.objective!r}"
         )
     if isinstance(settings.lam, bool) or not np.isfinite(settings.lam) or settings.lam < 0:
         raise ValueError(f"lam must be a finite number >= 0, got {settings.lam!r}")

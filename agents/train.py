@@ -415,6 +415,11 @@ def _train_in(out: Path, settings: TrainSettings, payload: dict[str, Any] | None
     saver = CheckpointCallback(checkpoint, settings, loop, settings.checkpoint_every, settings.steps)
     remaining = settings.steps - model.num_timesteps
     if remaining > 0:
+        print(
+            f"training {settings.env} ({settings.algo}, mode {settings.mode}, encoder {settings.encoder}) "
+            f"from step {model.num_timesteps} to {settings.steps} in {out}",
+            flush=True,
+        )
         model.learn(remaining, callback=CallbackList([loop, saver]), reset_num_timesteps=False)
     else:
         print(f"the run in {out} has trained {model.num_timesteps} steps of its {settings.steps}: "

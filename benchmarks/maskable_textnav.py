@@ -1,13 +1,14 @@
 """Held-out success of sb3-contrib MaskablePPO with MaskableTokenPolicy on RLA-TextNav-v0 (or ``--env``).
 
     python benchmarks/maskable_textnav.py --difficulty 0.3 --seed 0 --steps 150000 [--encoder attention]
-    python benchmarks/maskable_textnav.py --env RLA-GUI-v0 --difficulty 0.2 --encoder lookup-lite --eval-every 25000
+    python benchmarks/maskable_textnav.py --env RLA-GUI-v0 --difficulty 0.2 --eval-every 25600
 
 4 DummyVecEnv envs (``--n-envs``), n_steps 256, batch 256, features 128 and sb3's 64-64 heads
 (``--width`` sets both), other settings sb3-contrib's defaults, one torch thread; every 10k steps
-(``--eval-every``) the greedy masked policy and the stochastic one are evaluated on 200 held-out tasks. Each curve
-entry is (steps, greedy success, seconds, stochastic success): seconds of training alone. Runs
-before the stochastic evaluation have the first three, their seconds counting the evaluations.
+(``--eval-every``) the greedy masked policy and the stochastic one are evaluated on 200 held-out
+tasks. Each curve entry is (steps, greedy success, seconds, stochastic success): seconds of
+training alone. Runs before the stochastic evaluation have the first three, their seconds
+counting the evaluations.
 """
 
 from __future__ import annotations
@@ -60,9 +61,7 @@ def main() -> None:
         args.env, n_envs=args.n_envs, seed=args.seed, env_kwargs={"difficulty": args.difficulty}
     )
     if args.train_from is not None:
-        curriculum = UniformCurriculum(
-            args.env, bounds=(args.train_from, args.difficulty), seed=args.seed
-        )
+        curriculum = UniformCurriculum(args.env, bounds=(args.train_from, args.difficulty), seed=args.seed)
         venv = CurriculumVecEnv(venv, curriculum)
     policy_kwargs: dict = {"features_extractor_kwargs": {"encoder": args.encoder}}
     if args.width is not None:

@@ -340,7 +340,7 @@ def test_corrupt_or_foreign_checkpoints_are_refused(tmp_path: Path, content, mes
         (["--algo", "dqn"], "algo must be one of"),
         (["--encoder", "lstm"], "got 'lstm'"),
         (["--env", "Nope-v0"], "Nope"),
-        (["--objective", "supervised"], "outcome-only"),
+        (["--objective", "supervised"], "trained from outcomes alone"),
         (["--device", "nonsense"], "device must be 'auto', 'cpu' or 'cuda[:N]', got 'nonsense'"),
         # grpo (the default) rolls out groups * group_size episodes, not n_steps * n_envs steps
         (
@@ -533,14 +533,22 @@ def test_a_resumed_loop_holds_every_saved_state(tmp_path: Path, algo: str) -> No
 
 def test_load_run_evaluates_the_trained_policy(tmp_path: Path, monkeypatch, capsys) -> None:
     """``rla eval``'s loader gives the checkpoint's weights, not a new policy's; ``rla eval``
-    without ``--run`` takes the newest run under runs/ and says which run it evaluates."""
+    without ``--run`` takes the newest run under runs/, says which run it evaluates and runs
+    torch on one thread, as ``rla train`` does."""
     from agents.train import load_run
 
     monkeypatch.chdir(tmp_path)
     out = Path("runs") / "mine"
     assert main(["train", "--steps", "512", "--out", str(out), *PPO_FAST]) == 0
-    capsys.readouterr()
-    assert main(["eval", "--episodes", "2", "--levels", "0"]) == 0
+    started = f"training RLA-TextNav-v0 (ppo, mode env, encoder lookup-lite) from step 0 to 512 in {out}\n"
+    assert capsys.readouterr().out.startswith(started)  # a line before the training's silence
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        assert main(["eval", "--episodes", "2", "--levels", "0"]) == 0
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(threads)
     assert capsys.readouterr().out.startswith(f"run {out}: RLA-TextNav-v0, algo ppo, mode env, 512 steps\n")
     assert main(["eval", "--episodes", "2", "--levels", "0", "--llm", "scripted:oracle"]) == 0
     printed = capsys.readouterr().out  # beside an LLM too, and its row names the directory
