@@ -110,7 +110,7 @@ class LoopSettings:
     encoder: str = described(
         "flatten",
         "token encoder of the policy: flatten, attention, relational, lookup, lookup-lite, flatten-small, "
-        "auto (lookup-lite on TextNav, else flatten)",
+        "auto (lookup-lite on TextNav, the GUI and Household, flatten on Reason)",
     )
     mode: str = described(
         "env", f"ablation row: {', '.join(MODES)} (the oracle modes use exact labels: not the method)"

@@ -13,15 +13,20 @@ from torch.nn import functional as F
 
 ENCODERS = ("flatten", "attention", "relational", "lookup", "lookup-lite", "flatten-small")
 #: What ``encoder="auto"`` (``rla train``'s default) picks per env where it was measured to learn
-#: more (``docs/policies.md``); other envs get ``"flatten"``, whose minibatches cost 2.2-2.9x less.
-AUTO_ENCODERS: dict[str, str] = {"RLA-TextNav-v0": "lookup-lite"}
+#: more (``docs/policies.md``: MaskablePPO, 100k steps, 3 seeds); other envs (Reason, where
+#: ``flatten`` learned more) get ``"flatten"``, whose minibatches cost 2.2-2.9x less.
+AUTO_ENCODERS: dict[str, str] = {
+    "RLA-TextNav-v0": "lookup-lite",
+    "RLA-GUI-v0": "lookup-lite",
+    "RLA-Household-v0": "lookup-lite",
+}
 
 
 def resolve_encoder(encoder: str, env_id: str) -> str:
     """``encoder``, or for ``"auto"`` the one :data:`AUTO_ENCODERS` gives ``env_id`` (else flatten).
 
     Examples:
-        >>> resolve_encoder("auto", "RLA-TextNav-v0"), resolve_encoder("auto", "RLA-GUI-v0")
+        >>> resolve_encoder("auto", "RLA-TextNav-v0"), resolve_encoder("auto", "RLA-Reason-v0")
         ('lookup-lite', 'flatten')
     """
     if encoder == "auto":

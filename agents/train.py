@@ -50,8 +50,8 @@ class TrainSettings(LoopSettings):
 
     encoder: str = described(
         "auto",
-        "token encoder of the policy: auto (lookup-lite on TextNav, else flatten), flatten, attention, "
-        "relational, lookup, lookup-lite, flatten-small",
+        "token encoder of the policy: auto (lookup-lite on TextNav, the GUI and Household, flatten on "
+        "Reason), flatten, attention, relational, lookup, lookup-lite, flatten-small",
     )
     steps: int = described(30_000, "env steps to train (rounded up to whole rollouts)")
     out: str = described("", "run directory (empty: runs/<env>-<algo>-<mode>-<time>)")

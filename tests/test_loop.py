@@ -90,12 +90,13 @@ def test_loop_runs_on_other_on_policy_algorithms(algo: str, encoder: str) -> Non
     assert model.num_timesteps >= 512 and {"rm/balance", "rm/p_over"} <= set(callback.history[-1])
 
 
-def test_auto_encoder_is_lookup_lite_on_textnav_and_flatten_elsewhere() -> None:
+def test_auto_encoder_is_lookup_lite_except_on_reason() -> None:
     from agents.loop import validate_settings
     from agents.train import TrainSettings
 
     assert (LoopSettings().encoder, TrainSettings().encoder) == ("flatten", "auto")  # rla train's default
-    for env, expected in (("RLA-TextNav-v0", "lookup-lite"), ("RLA-Reason-v0", "flatten")):
+    cases = [(env, "lookup-lite") for env in ("RLA-TextNav-v0", "RLA-GUI-v0", "RLA-Household-v0")]
+    for env, expected in [*cases, ("RLA-Reason-v0", "flatten")]:
         for algo in ("ppo", "grpo", "batched-ppo"):
             settings = LoopSettings(env=env, algo=algo, encoder="auto", n_envs=2, n_steps=8, groups=2)
             model, _ = build_loop(dataclasses.replace(settings, device="cpu"))
