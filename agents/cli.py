@@ -212,15 +212,25 @@ def _load_and_name(run: str, load_run: Any) -> tuple[Any, Any, str]:
     return model, settings, directory
 
 
+def _on_one_thread(call: Any, *args: Any) -> Any:
+    """``call(*args)`` with torch on one thread (a run's small networks: more threads only contend
+    on a shared machine), the thread count restored after (an LLM beside it keeps its threads)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return call(*args)
+    finally:
+        torch.set_num_threads(threads)
+
+
 def eval_command(settings: EvalSettings) -> list[dict[str, Any]]:
     """Held-out success of a trained run and of LLM policies, on the same tasks."""
     try:
-        import torch
-
         from agents.train import evaluate_both, load_run
     except ImportError as error:
         raise _needs_train_extra("eval") from error
-    torch.set_num_threads(1)  # small networks: more threads only contend on a shared machine
     if settings.episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {settings.episodes}")
     levels = tuple(check_difficulty(level, "level") for level in settings.levels)
@@ -233,7 +243,7 @@ def eval_command(settings: EvalSettings) -> list[dict[str, Any]]:
     if not settings.llm:
         model, run, directory = _load_and_name(settings.run, load_run)
         run.eval_episodes = settings.episodes
-        run_rows = evaluate_both(model, run, levels)
+        run_rows = _on_one_thread(evaluate_both, model, run, levels)
         _print_evaluation(run_rows)
         return list(run_rows)
     from agents.llm.evaluate import evaluate_llm, policy_from_spec
@@ -251,7 +261,8 @@ def eval_command(settings: EvalSettings) -> list[dict[str, Any]]:
         if env_id and env_id != run.env:
             raise ValueError(f"--env {env_id} differs from the run's env {run.env}")
         env_id, run.eval_episodes = run.env, settings.episodes
-        rows += [{"policy": f"{run.algo}: {directory}", **row} for row in evaluate_both(model, run, levels)]
+        run_rows = _on_one_thread(evaluate_both, model, run, levels)
+        rows += [{"policy": f"{run.algo}: {directory}", **row} for row in run_rows]
     elif not env_id:
         raise ValueError("an LLM-only evaluation needs --env")
     _make_rla_env(env_id).close()

@@ -287,7 +287,7 @@ def _check_batched_ppo(settings: LoopSettings) -> None:
 
 def _curriculum(settings: LoopSettings, *, grouped: bool = False) -> Curriculum:
     """The curriculum of mode ``env`` (``FixedCurriculum`` at ``difficulty`` for ``fixed``)."""
-    from rla_gym.curricula import CURRICULA, FixedCurriculum, PrioritizedLevelReplay
+    from rla_gym.curricula import FixedCurriculum, PrioritizedLevelReplay
 
     if settings.curriculum == "fixed":
         return FixedCurriculum(settings.env, settings.difficulty, seed=settings.seed)
@@ -382,8 +382,6 @@ def curriculum_kwargs(name: str, max_difficulty: float) -> dict[str, Any]:
     A strategy added to ``rla_gym.curricula.CURRICULA`` gets ``bounds=(0, max_difficulty)``
     if its constructor takes ``bounds``, and nothing otherwise.
     """
-    from rla_gym.curricula import CURRICULA
-
     top = check_difficulty(max_difficulty, "max_difficulty")
     if name == "rm-balance":  # its wrapper's default lower bound is 0.1
         return {"bounds": (min(0.1, top / 2), top)}

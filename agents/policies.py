@@ -14,7 +14,7 @@ from torch.nn import functional as F
 ENCODERS = ("flatten", "attention", "relational", "lookup", "lookup-lite", "flatten-small")
 #: What ``encoder="auto"`` (``rla train``'s default) picks per env where it was measured to learn
 #: more (``docs/policies.md``: MaskablePPO, 100k steps, 3 seeds); other envs (Reason, where
-#: ``flatten`` learned more) get ``"flatten"``, whose minibatches cost 2.2-2.9x less.
+#: ``flatten`` learned more and its minibatches cost about 2.5x less) get ``"flatten"``.
 AUTO_ENCODERS: dict[str, str] = {
     "RLA-TextNav-v0": "lookup-lite",
     "RLA-GUI-v0": "lookup-lite",

@@ -56,6 +56,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--save", type=Path, default=None, help="save the trained model here (a .zip)")
     args = parser.parse_args()
+    if args.eval_every < 1:
+        parser.error(f"--eval-every must be >= 1, got {args.eval_every}")
     torch.set_num_threads(1)
     venv = make_vec_env(
         args.env, n_envs=args.n_envs, seed=args.seed, env_kwargs={"difficulty": args.difficulty}

@@ -542,11 +542,20 @@ def test_load_run_evaluates_the_trained_policy(tmp_path: Path, monkeypatch, caps
     assert main(["train", "--steps", "512", "--out", str(out), *PPO_FAST]) == 0
     started = f"training RLA-TextNav-v0 (ppo, mode env, encoder lookup-lite) from step 0 to 512 in {out}\n"
     assert capsys.readouterr().out.startswith(started)  # a line before the training's silence
-    threads = torch.get_num_threads()
+    import agents.train
+
+    seen: list[int] = []
+
+    def evaluate_both(*args):
+        seen.append(torch.get_num_threads())
+        return real(*args)
+
+    real, threads = agents.train.evaluate_both, torch.get_num_threads()
+    monkeypatch.setattr(agents.train, "evaluate_both", evaluate_both)
     try:
         torch.set_num_threads(2)
         assert main(["eval", "--episodes", "2", "--levels", "0"]) == 0
-        assert torch.get_num_threads() == 1
+        assert seen == [1] and torch.get_num_threads() == 2  # one thread for the run, then restored
     finally:
         torch.set_num_threads(threads)
     assert capsys.readouterr().out.startswith(f"run {out}: RLA-TextNav-v0, algo ppo, mode env, 512 steps\n")
