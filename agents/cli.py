@@ -212,15 +212,19 @@ def _load_and_name(run: str, load_run: Any) -> tuple[Any, Any, str]:
     return model, settings, directory
 
 
-def _on_one_thread(call: Any, *args: Any) -> Any:
-    """``call(*args)`` with torch on one thread (a run's small networks: more threads only contend
-    on a shared machine), the thread count restored after (an LLM beside it keeps its threads)."""
+def _evaluate_run(model: Any, run: Any, levels: tuple[float, ...], episodes: int) -> list[dict[str, Any]]:
+    """A trained run's rows on ``episodes`` held-out tasks per level, with torch on one thread (a
+    run's small networks: more threads only contend on a shared machine), the thread count
+    restored after (an LLM beside it keeps its threads)."""
     import torch
 
+    from agents.train import evaluate_both
+
+    run.eval_episodes = episodes
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return call(*args)
+        return list(evaluate_both(model, run, levels))
     finally:
         torch.set_num_threads(threads)
 
@@ -228,7 +232,7 @@ def _on_one_thread(call: Any, *args: Any) -> Any:
 def eval_command(settings: EvalSettings) -> list[dict[str, Any]]:
     """Held-out success of a trained run and of LLM policies, on the same tasks."""
     try:
-        from agents.train import evaluate_both, load_run
+        from agents.train import load_run
     except ImportError as error:
         raise _needs_train_extra("eval") from error
     if settings.episodes < 1:
@@ -242,10 +246,9 @@ def eval_command(settings: EvalSettings) -> list[dict[str, Any]]:
         raise ValueError("nothing to evaluate: give --run, --llm or both")
     if not settings.llm:
         model, run, directory = _load_and_name(settings.run, load_run)
-        run.eval_episodes = settings.episodes
-        run_rows = _on_one_thread(evaluate_both, model, run, levels)
+        run_rows = _evaluate_run(model, run, levels, settings.episodes)
         _print_evaluation(run_rows)
-        return list(run_rows)
+        return run_rows
     from agents.llm.evaluate import evaluate_llm, policy_from_spec
 
     policies = [  # every spec is checked (and a model loaded) before any evaluation runs
@@ -260,9 +263,11 @@ def eval_command(settings: EvalSettings) -> list[dict[str, Any]]:
         model, run, directory = _load_and_name(settings.run, load_run)
         if env_id and env_id != run.env:
             raise ValueError(f"--env {env_id} differs from the run's env {run.env}")
-        env_id, run.eval_episodes = run.env, settings.episodes
-        run_rows = _on_one_thread(evaluate_both, model, run, levels)
-        rows += [{"policy": f"{run.algo}: {directory}", **row} for row in run_rows]
+        env_id = run.env
+        rows += [
+            {"policy": f"{run.algo}: {directory}", **row}
+            for row in _evaluate_run(model, run, levels, settings.episodes)
+        ]
     elif not env_id:
         raise ValueError("an LLM-only evaluation needs --env")
     _make_rla_env(env_id).close()
