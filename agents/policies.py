@@ -18,6 +18,7 @@ ENCODERS = ("flatten", "attention", "relational", "lookup", "lookup-lite", "flat
 AUTO_ENCODERS: dict[str, str] = {
     "RLA-TextNav-v0": "lookup-lite",
     "RLA-GUI-v0": "lookup-lite",
+    "RLA-GUI-v1": "lookup-lite",  # v0's worlds but for one knob
     "RLA-Household-v0": "lookup-lite",
 }
 

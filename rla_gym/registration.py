@@ -9,6 +9,7 @@ ENV_IDS: dict[str, str] = {
     "RLA-TextNav-v0": "rla_gym.envs.textnav:TextNavEnv",
     "RLA-Household-v0": "rla_gym.envs.household:HouseholdEnv",
     "RLA-GUI-v0": "rla_gym.envs.gui:GUIEnv",
+    "RLA-GUI-v1": "rla_gym.envs.gui:GUIEnvV1",
     "RLA-Reason-v0": "rla_gym.envs.reason:ReasonEnv",
 }
 

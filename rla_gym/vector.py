@@ -359,6 +359,7 @@ ARRAY_VECTOR_ENVS: dict[str, str] = {
     "rla_gym.envs.textnav:TextNavEnv": "rla_gym.envs.textnav_vector:TextNavVectorEnv",
     "rla_gym.envs.household.env:HouseholdEnv": "rla_gym.envs.household.vector:HouseholdVectorEnv",
     "rla_gym.envs.gui.env:GUIEnv": "rla_gym.envs.gui.vector:GUIVectorEnv",
+    "rla_gym.envs.gui.env:GUIEnvV1": "rla_gym.envs.gui.vector:GUIVectorEnvV1",
     "rla_gym.envs.reason.env:ReasonEnv": "rla_gym.envs.reason.vector:ReasonVectorEnv",
 }
 

@@ -63,6 +63,17 @@ def test_vector_phases_time_every_world_the_env_starts(env_id: str) -> None:
     assert all(method.__name__ != "timed_method" for method in timed)
 
 
+def test_difficulty_curve_shows_where_gui_v1_asks_for_ok() -> None:
+    """benchmarks/difficulty_curve.py: the two GUI versions are one env below d = 0.1 (the same
+    tasks, actions and figures); at 0.15 v1's dialog needs OK, one command more, and random
+    commands solve fewer tasks."""
+    difficulty_curve = load_script("benchmarks/difficulty_curve.py")
+    v0, v1 = (difficulty_curve.curve(env_id, (0.05, 0.15), 300) for env_id in ("RLA-GUI-v0", "RLA-GUI-v1"))
+    assert v0[0] == v1[0] and v0[0]["episodes"] >= 300
+    assert v1[1]["optimal_len"] == pytest.approx(v0[1]["optimal_len"] + 1)
+    assert v1[1]["random_success"] < v0[1]["random_success"] / 2  # 0.10 against 0.53 measured
+
+
 def test_training_throughput_builds_every_configuration_and_trains_the_lean_closed_loop() -> None:
     """Every row of the benchmark builds (LoopSettings validated), and the lean closed loop's row
     trains a rollout with the PRM and the curriculum switched on."""

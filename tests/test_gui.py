@@ -13,7 +13,7 @@ from gui_reference import bfs_distance, current_state
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rla_gym.envs.gui import GUIEnv, gui_knobs, scroll_cost
+from rla_gym.envs.gui import GUI_VERSIONS, GUIEnv, GUIEnvV1, gui_knobs, scroll_cost
 from rla_gym.envs.gui.layout import (
     ACTION_NAMES,
     CANCEL_,
@@ -27,6 +27,7 @@ from rla_gym.envs.gui.layout import (
     SCROLL_DOWN_,
     SCROLL_UP_,
     TAB_,
+    TOKEN_ID,
     TYPE_,
     VALUE_TOKENS,
     VOCAB,
@@ -55,8 +56,9 @@ def test_scroll_cost_matches_a_walk_over_offsets() -> None:
         assert scroll_cost(offset, lo, hi) == best
 
 
-def test_knobs_are_monotone_in_difficulty() -> None:
-    grid = [gui_knobs(d) for d in np.linspace(0, 1, 101)]
+@pytest.mark.parametrize("version", GUI_VERSIONS)
+def test_knobs_are_monotone_in_difficulty(version: int) -> None:
+    grid = [gui_knobs(d, version) for d in np.linspace(0, 1, 101)]
     for a, b in itertools.pairwise(grid):
         for name in ("top_menus", "items_per_menu", "menu_depth", "dialogs", "tabs", "controls", "goals"):
             assert getattr(a, name) <= getattr(b, name), name
@@ -267,8 +269,8 @@ def test_saved_settings_state_follows_the_widgets(seed, difficulty, obs_mode, ac
             env.reset()
 
 
-def _expected_cells(d: float) -> dict[str, str]:
-    k = gui_knobs(d)
+def _expected_cells(d: float, version: int = 0) -> dict[str, str]:
+    k = gui_knobs(d, version)
     names = ("full path", "no tab", "dialog only", "setting only")
     return {
         "top menus": str(k.top_menus),
@@ -287,5 +289,40 @@ def _expected_cells(d: float) -> dict[str, str]:
     }
 
 
-def test_docstring_knob_table_matches_the_knob_function() -> None:
-    check_knob_table(GUIEnv.__doc__ or "", {d: _expected_cells(d) for d in (0.0, 0.25, 0.5, 0.75, 1.0)})
+@pytest.mark.parametrize(("cls", "version"), [(GUIEnv, 0), (GUIEnvV1, 1)])
+def test_docstring_knob_table_matches_the_knob_function(cls: type[GUIEnv], version: int) -> None:
+    levels = (0.0, 0.25, 0.5, 0.75, 1.0)
+    check_knob_table(cls.__doc__ or "", {d: _expected_cells(d, version) for d in levels})
+    row = next(line for line in (cls.__doc__ or "").splitlines() if "apply changes at once" in line)
+    assert f"| d < {(0.2, 0.1)[version]} |" in row  # the threshold the columns above cannot show
+
+
+def test_gui_knobs_refuses_an_unknown_version() -> None:
+    with pytest.raises(ValueError, match="version must be one of"):
+        gui_knobs(0.5, 2)
+    with pytest.raises(TypeError, match="version must be an int, got '1'"):
+        gui_knobs(0.5, "1")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="got True"):
+        gui_knobs(0.5, True)
+
+
+def test_v1_is_v0_but_for_ok_from_difficulty_0_1() -> None:
+    """The same seeds give v0's worlds; only between 0.1 and 0.2 do v1's dialogs need OK, one
+    command more on the optimal path (and the buttons row shows OK and Cancel)."""
+    for d in (0.0, 0.05, 0.1, 0.15, 0.19, 0.2, 0.5, 1.0):
+        assert (gui_knobs(d, 0) == gui_knobs(d, 1)) == (not 0.1 <= d < 0.2)
+        v0, v1 = GUIEnv(difficulty=d), GUIEnvV1(difficulty=d)
+        for seed in range(10):
+            _, info0 = v0.reset(seed=seed)
+            _, info1 = v1.reset(seed=seed)
+            assert v1._instruction == v0._instruction and v1._c_label == v0._c_label
+            if 0.1 <= d < 0.2:
+                assert info1["optimal_len"] == info0["optimal_len"] + 1
+                assert v0._buttons[1] == TOKEN_ID["close"] and v1._buttons[1] == TOKEN_ID["ok"]
+            else:
+                assert info1["optimal_len"] == info0["optimal_len"]
+                assert np.array_equal(v0._tokens(), v1._tokens())
+    assert (
+        GUIEnvV1(difficulty=0.15).reset(seed=0)[1]["task_key"]
+        != GUIEnv(difficulty=0.15).reset(seed=0)[1]["task_key"]
+    )

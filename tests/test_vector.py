@@ -299,6 +299,7 @@ WORLD_DIGESTS = {
     "RLA-TextNav-v0": "ac2f39e386bff799",
     "RLA-Household-v0": "b591782c0f2239fb",
     "RLA-GUI-v0": "fdf7298486e9392f",
+    "RLA-GUI-v1": "d522180dbd20d3dc",  # added with v1 (v0's worlds but for OK from d = 0.1)
     "RLA-Reason-v0": "00d7c6f2759d1c84",
 }
 

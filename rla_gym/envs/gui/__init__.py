@@ -1,7 +1,7 @@
-"""RLA-GUI-v0: settings tasks in a synthetic desktop application (OSWorld / MiniWoB-like)."""
+"""RLA-GUI-v0 and -v1: settings tasks in a synthetic desktop application (OSWorld / MiniWoB-like)."""
 
-from rla_gym.envs.gui.env import GUIEnv
-from rla_gym.envs.gui.knobs import GUIKnobs, gui_knobs
+from rla_gym.envs.gui.env import GUIEnv, GUIEnvV1
+from rla_gym.envs.gui.knobs import GUI_VERSIONS, GUIKnobs, gui_knobs
 from rla_gym.envs.gui.oracle import scroll_cost
 
-__all__ = ["GUIEnv", "GUIKnobs", "gui_knobs", "scroll_cost"]
+__all__ = ["GUI_VERSIONS", "GUIEnv", "GUIEnvV1", "GUIKnobs", "gui_knobs", "scroll_cost"]

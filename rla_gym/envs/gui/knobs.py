@@ -1,4 +1,4 @@
-"""The difficulty knobs of RLA-GUI-v0: one monotone table (the one in the ``GUIEnv`` docstring)."""
+"""The difficulty knobs of RLA-GUI: one monotone table per version (the one in its env's docstring)."""
 
 from __future__ import annotations
 
@@ -28,19 +28,31 @@ class GUIKnobs:
     budget_slack: int
 
 
-def gui_knobs(difficulty: float) -> GUIKnobs:
-    """The documented, monotone map from difficulty to knobs (the table in the docstring)."""
-    return _gui_knobs(check_difficulty(difficulty))
+#: The versions of RLA-GUI: the ids ``RLA-GUI-v0`` and ``RLA-GUI-v1``.
+GUI_VERSIONS = (0, 1)
+
+
+def gui_knobs(difficulty: float, version: int = 0) -> GUIKnobs:
+    """The documented, monotone map from difficulty to the knobs of ``RLA-GUI-v{version}`` (the
+    table in that env's docstring). v1 differs in one knob: its dialogs apply changes at once
+    only below d = 0.1 (v0: 0.2)."""
+    if type(version) is not int:  # the common case passes this one check
+        raise TypeError(f"version must be an int, got {version!r}")
+    if version not in GUI_VERSIONS:
+        raise ValueError(f"version must be one of {GUI_VERSIONS}, got {version!r}")
+    return _gui_knobs(check_difficulty(difficulty), version)
 
 
 @functools.lru_cache(maxsize=1024)  # every reset asks; the knobs are frozen
-def _gui_knobs(d: float) -> GUIKnobs:
+def _gui_knobs(d: float, version: int) -> GUIKnobs:
     return GUIKnobs(
         top_menus=1 + half_up(5 * d),
         items_per_menu=2 + half_up(4 * d),
         menu_depth=1 if d < 0.3 else 2 if d < 0.7 else 3,
         start_open="dialog" if d < 0.2 else "menus" if d < 0.4 else "nothing",
-        instant_apply=d < 0.2,
+        # v0 asks for OK and for the opener's click from the same level (0.2) and leaves
+        # [0.1, 0.2) as easy as d = 0; v1 asks for OK from 0.1 (docs/benchmarks.md)
+        instant_apply=d < (0.2 if version == 0 else 0.1),
         dialogs=1 + half_up(3 * d),
         tabs=1 + half_up(3 * d),
         controls=2 + half_up(8 * d),

@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from rla_gym.core import Task
-from rla_gym.envs.gui.env import GUIEnv
+from rla_gym.envs.gui.env import GUIEnv, GUIEnvV1
 from rla_gym.envs.gui.knobs import gui_knobs
 from rla_gym.envs.gui.layout import (
     ACTIVE,
@@ -202,8 +202,11 @@ class GUIVectorEnv(ArrayVectorEnv):
     #: still as fast (measured 0.9x there, 2.0x at 256).
     min_envs: ClassVar[int] = 128
 
+    #: The single env whose worlds and dynamics these are (``GUIEnvV1`` for RLA-GUI-v1).
+    env_class: ClassVar[type[GUIEnv]] = GUIEnv
+
     def __init__(self, num_envs: int, **kwargs: Any) -> None:
-        super().__init__(GUIEnv, num_envs, **kwargs)
+        super().__init__(self.env_class, num_envs, **kwargs)
         # small integer types where a table is per node or per control: an episode's start writes
         # its rows into memory out of cache, and fewer bytes there made it markedly faster
         n, i64, i16, i8 = self.num_envs, np.int64, np.int16, np.int8
@@ -843,4 +846,10 @@ class GUIVectorEnv(ArrayVectorEnv):
         oracle[d, TYPE_:ENTER_] = np.where(typed, hit[:, -2:-1], hit[:, -1:])
 
 
-__all__ = ["GUIVectorEnv"]
+class GUIVectorEnvV1(GUIVectorEnv):
+    """:class:`GUIVectorEnv` of RLA-GUI-v1 (its knob table; the arrays and steps are the same)."""
+
+    env_class = GUIEnvV1
+
+
+__all__ = ["GUIVectorEnv", "GUIVectorEnvV1"]
