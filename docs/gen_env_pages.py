@@ -21,6 +21,8 @@ import rla_gym
 PAGES = Path(__file__).resolve().parent / "envs"
 IMAGES = Path(__file__).resolve().parent / "img"
 TRANSCRIPT_LEVELS = (0.2, 0.9)
+#: Levels shown besides, per id: where the GUI's versions differ.
+EXTRA_LEVELS = {"RLA-GUI-v0": (0.15,), "RLA-GUI-v1": (0.15,)}
 
 
 def png_bytes(image: np.ndarray) -> bytes:
@@ -107,7 +109,7 @@ def page(env_id: str) -> str:
         "",
         f"![{env_id} rgb_array frame](../img/{slug(env_id)}_frame.png)",
     ]
-    for level in TRANSCRIPT_LEVELS:
+    for level in sorted((*TRANSCRIPT_LEVELS, *EXTRA_LEVELS.get(env_id, ()))):
         parts += [
             "",
             f"## Example transcript, difficulty {level}",

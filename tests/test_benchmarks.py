@@ -71,7 +71,7 @@ def test_difficulty_curve_shows_where_gui_v1_asks_for_ok() -> None:
     v0, v1 = (difficulty_curve.curve(env_id, (0.05, 0.15), 300) for env_id in ("RLA-GUI-v0", "RLA-GUI-v1"))
     assert v0[0] == v1[0] and v0[0]["episodes"] >= 300
     assert v1[1]["optimal_len"] == pytest.approx(v0[1]["optimal_len"] + 1)
-    assert v1[1]["random_success"] < v0[1]["random_success"] / 2  # 0.10 against 0.53 measured
+    assert v1[1]["random_success"] < v0[1]["random_success"] / 2  # 0.095 against 0.53 measured
 
 
 def test_training_throughput_builds_every_configuration_and_trains_the_lean_closed_loop() -> None:

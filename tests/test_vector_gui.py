@@ -20,10 +20,14 @@ from vector_checks import (
 from rla_gym.envs.gui import GUIEnv
 from rla_gym.envs.gui.app import _sample, _shuffle
 from rla_gym.envs.gui.layout import NODE_OPENER, OK_, TOKEN_LENGTH, WAIT_
-from rla_gym.envs.gui.vector import GUIVectorEnv
+from rla_gym.envs.gui.vector import GUIVectorEnv, GUIVectorEnvV1
 from rla_gym.vector import RLAVectorEnv
 
 ENV_ID = "RLA-GUI-v0"
+#: Both versions (v1 differs in one knob: its dialogs need OK from d = 0.1) for the tests that step.
+VERSIONS = pytest.mark.parametrize(
+    ("env_id", "array_cls"), [(ENV_ID, GUIVectorEnv), ("RLA-GUI-v1", GUIVectorEnvV1)], ids=["v0", "v1"]
+)
 N = 22  # difficulties 0, 0.05, ..., 1: open dialog / menus / nothing, instant apply, scrolling, 1-3 goals
 ACTIONS = len(GUIEnv.action_names)
 
@@ -33,17 +37,23 @@ def _actions(oracles: np.ndarray, masks: np.ndarray, rng: np.random.Generator) -
     return oracle_led_actions(oracles, masks, rng, admissible_up_to=0.93)
 
 
-def _pair(autoreset: AutoresetMode, obs_mode: str = "dict", n: int = N) -> tuple[RLAVectorEnv, RLAVectorEnv]:
-    return array_and_lean(
-        ENV_ID, n, GUIVectorEnv, difficulty=0.5, autoreset_mode=autoreset, obs_mode=obs_mode
-    )
+def _pair(
+    autoreset: AutoresetMode,
+    obs_mode: str = "dict",
+    n: int = N,
+    env_id: str = ENV_ID,
+    array_cls: type = GUIVectorEnv,
+) -> tuple[RLAVectorEnv, RLAVectorEnv]:
+    return array_and_lean(env_id, n, array_cls, difficulty=0.5, autoreset_mode=autoreset, obs_mode=obs_mode)
 
 
+@VERSIONS
 @pytest.mark.parametrize(("autoreset", "obs_mode"), AUTORESET_AND_OBS_MODES)
 def test_gui_array_state_env_matches_the_lean_loop_at_every_difficulty(
-    autoreset: AutoresetMode, obs_mode: str
+    autoreset: AutoresetMode, obs_mode: str, env_id: str, array_cls: type
 ) -> None:
-    ours, theirs = _pair(autoreset, obs_mode)
+    ours, theirs = _pair(autoreset, obs_mode, env_id=env_id, array_cls=array_cls)
+    assert type(ours) is array_cls and ours.envs[0].env_id == env_id
     outcomes: list[int] = []
     invalid = dialogs = 0
     for _, info, ended in step_alike_at_every_difficulty(ours, theirs, 400, _actions):
@@ -93,9 +103,10 @@ def test_applications_read_into_arrays_are_the_single_envs() -> None:
             assert info["distance"][i] == distance and info["step_budget"][i] == env._step_budget(distance)
 
 
-def test_oracle_commands_reach_success_within_the_optimal_length() -> None:
+@VERSIONS
+def test_oracle_commands_reach_success_within_the_optimal_length(env_id: str, array_cls: type) -> None:
     """Following only the oracle's commands, every task ends in exactly ``optimal_len`` steps."""
-    envs = GUIVectorEnv(N * 3, difficulty=0.5, autoreset_mode=AutoresetMode.SAME_STEP)
+    envs = array_cls(N * 3, difficulty=0.5, autoreset_mode=AutoresetMode.SAME_STEP)
     envs.set_difficulties(np.repeat(np.round(np.linspace(0.0, 1.0, N), 3), 3))
     _, info = envs.reset(seed=9)
     optimal, steps = info["optimal_len"].copy(), np.zeros(N * 3, dtype=np.int64)
@@ -117,7 +128,7 @@ def test_oracle_commands_reach_success_within_the_optimal_length() -> None:
 
 def test_construction_modes_and_bad_input() -> None:
     flat = gym.make_vec(ENV_ID, 3, obs_mode="flat", difficulty=0.7, array_state=True)
-    assert isinstance(flat, GUIVectorEnv)
+    assert type(flat) is GUIVectorEnv and type(gym.make_vec("RLA-GUI-v1", 128)) is GUIVectorEnvV1
     obs, info = flat.reset(seed=2)
     assert obs.shape == (3, TOKEN_LENGTH + ACTIONS) and obs.dtype == np.float32
     assert np.array_equal(obs[:, TOKEN_LENGTH:], info["action_mask"])
@@ -137,9 +148,10 @@ def test_construction_modes_and_bad_input() -> None:
     assert np.array_equal(np.stack(envs.call("action_masks")), envs.action_masks())
 
 
-def test_sub_envs_pinned_to_one_task_generate_it_once_and_copy_it() -> None:
-    ours, theirs = _pair(AutoresetMode.SAME_STEP, n=8)
-    check_shared_tasks_generated_once(ours, theirs, ENV_ID, 200, _actions)
+@VERSIONS
+def test_sub_envs_pinned_to_one_task_generate_it_once_and_copy_it(env_id: str, array_cls: type) -> None:
+    ours, theirs = _pair(AutoresetMode.SAME_STEP, n=8, env_id=env_id, array_cls=array_cls)
+    check_shared_tasks_generated_once(ours, theirs, env_id, 200, _actions)
 
 
 def test_inlined_sample_and_shuffle_draw_as_the_standard_library() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import numbers
 from dataclasses import dataclass
 
 from rla_gym.core import check_difficulty, half_up
@@ -34,10 +35,12 @@ GUI_VERSIONS = (0, 1)
 
 def gui_knobs(difficulty: float, version: int = 0) -> GUIKnobs:
     """The documented, monotone map from difficulty to the knobs of ``RLA-GUI-v{version}`` (the
-    table in that env's docstring). v1 differs in one knob: its dialogs apply changes at once
-    only below d = 0.1 (v0: 0.2)."""
-    if type(version) is not int:  # the common case passes this one check
-        raise TypeError(f"version must be an int, got {version!r}")
+    table in that env's docstring). The default is v0's table, as it was before v1; v1 differs in
+    one knob: its dialogs apply changes at once only below d = 0.1 (v0: 0.2)."""
+    if type(version) is not int:  # ints pass with this one check; numpy ints are taken too
+        if isinstance(version, bool) or not isinstance(version, numbers.Integral):
+            raise TypeError(f"version must be an int, got {version!r}")
+        version = int(version)
     if version not in GUI_VERSIONS:
         raise ValueError(f"version must be one of {GUI_VERSIONS}, got {version!r}")
     return _gui_knobs(check_difficulty(difficulty), version)
