@@ -127,8 +127,8 @@ class GUIEnv(GUIObservation, GUIOracle, GUIScreenshot, RLAEnv):
     ## Version history
     - v1: dialogs apply changes at once only below d = 0.1 (v0: below 0.2), so a learner meets
       OK from 0.1 and the opener's click from 0.2 instead of both at 0.2, and [0.1, 0.2) is no
-      longer one click as at d = 0 (random success 0.10-0.11 there, against v0's 0.53-0.54). Tasks at other
-      difficulties are v0's worlds. In the closed loop (MaskablePPO, 100k steps, 3 seeds)
+      longer one click as at d = 0 (random success 0.10-0.11 there, against v0's 0.53-0.54).
+      Tasks at other difficulties are v0's worlds. In the closed loop (MaskablePPO, 100k steps, 3 seeds)
       held-out success at d = 0.25 is 0.23-0.30 on v1 against 0.08-0.09 on v0 (the benchmarks
       page, "How difficulty bites", has the runs).
     - v0: initial release (the study on the results page ran on it). Making it shows

@@ -54,7 +54,7 @@ def _gui_knobs(d: float, version: int) -> GUIKnobs:
         menu_depth=1 if d < 0.3 else 2 if d < 0.7 else 3,
         start_open="dialog" if d < 0.2 else "menus" if d < 0.4 else "nothing",
         # v0 asks for OK and for the opener's click from the same level (0.2) and leaves
-        # [0.1, 0.2) as easy as d = 0; v1 asks for OK from 0.1 (docs/benchmarks.md)
+        # [0.1, 0.2) one click, as at d = 0; v1 asks for OK from 0.1 (docs/benchmarks.md)
         instant_apply=d < (0.2 if version == 0 else 0.1),
         dialogs=1 + half_up(3 * d),
         tabs=1 + half_up(3 * d),
