@@ -82,6 +82,7 @@ class Task:
     difficulty: float
     seed: int
     task_id: str = field(init=False, compare=False)
+    _key: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.env_id, str) or not self.env_id:
@@ -90,11 +91,17 @@ class Task:
         object.__setattr__(self, "seed", check_task_seed(self.seed))
         key = f"{self.env_id}|{self.difficulty!r}|{self.seed}".encode()
         object.__setattr__(self, "task_id", hashlib.blake2b(key, digest_size=8).hexdigest())
+        object.__setattr__(self, "_key", int(self.task_id, 16) >> 4)
+
+    def __hash__(self) -> int:
+        # equal tasks have equal ids; the key is the same in every process (str hashes are
+        # salted per process), so a pickled task hashes alike, and it is computed once
+        return self._key
 
     @property
     def key(self) -> int:
         """``task_id`` as a non-negative int64 (its first 60 bits): ``info["task_key"]``."""
-        return int(self.task_id, 16) >> 4
+        return self._key
 
 
 class RLAEnv(gym.Env[Any, np.int64]):

@@ -334,7 +334,13 @@ class RLAVectorEnv(VectorEnv):
         """Set ``name`` on every sub-env: one value each (a list or tuple) or the same for all."""
         if not isinstance(values, (list, tuple)):
             values = [values] * self.num_envs
-        for env, value in zip(self.envs, self._per_env(values, "values"), strict=True):
+        values = self._per_env(values, "values")
+        if name == "pinned_task":  # a curriculum adapter re-pins every sub-env each step: skip the same
+            for env, value in zip(self.envs, values, strict=True):
+                if value is not env._pinned_task:
+                    env.set_task(value)
+            return
+        for env, value in zip(self.envs, values, strict=True):
             setattr(env, name, value)
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:

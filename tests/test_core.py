@@ -176,6 +176,25 @@ def test_task_identity_is_stable_and_reproducible() -> None:
     assert first == again and info1["task_key"] == info2["task_key"] == a.key
 
 
+def test_task_hash_is_its_key_in_every_process() -> None:
+    """Tasks key dicts and sets (curricula, pinned groups): a task hashes by its key, the same in
+    a process with another string-hash salt and after pickling, and equal tasks hash alike."""
+    import pickle
+
+    a = Task("RLA-TextNav-v0", 0.5, 7)
+    assert hash(a) == a.key == hash(Task("RLA-TextNav-v0", np.float32(0.5), 7))
+    assert a.key == int(a.task_id, 16) >> 4 and "_key" not in repr(a)
+    copy = pickle.loads(pickle.dumps(a))
+    assert copy == a and hash(copy) == hash(a) and {a: 1}[copy] == 1
+    code = "from rla_gym import Task; print(hash(Task('RLA-TextNav-v0', 0.5, 7)))"
+    for salt in ("1", "2"):
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True,
+            env={"PYTHONHASHSEED": salt, "PATH": ""},
+        )  # fmt: skip
+        assert int(out.stdout) == a.key
+
+
 def test_difficulty_and_task_options_persist_and_unpin() -> None:
     env = gym.make("RLA-TextNav-v0", difficulty=0.1)
     _, info = env.reset(seed=0, options={"difficulty": 0.6})

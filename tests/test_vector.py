@@ -370,6 +370,23 @@ def test_returned_observations_are_not_overwritten_by_later_steps(array_state: b
     assert all(np.array_equal(obs[key], kept[key]) for key in kept)
 
 
+def test_pinning_again_keeps_tasks_and_checks_new_ones() -> None:
+    """set_attr("pinned_task") passes over sub-envs already pinned to the task (adapters re-pin
+    every step); a changed entry is still checked and applied."""
+    envs = gym.make_vec("RLA-TextNav-v0", num_envs=3, difficulty=0.3)
+    tasks = [Task("RLA-TextNav-v0", 0.1, 1), None, Task("RLA-TextNav-v0", 0.9, 2)]
+    envs.set_attr("pinned_task", tasks)
+    envs.set_attr("pinned_task", tasks)
+    assert envs.get_attr("pinned_task") == tuple(tasks)
+    with pytest.raises(TypeError, match="task must be an rla_gym.Task"):
+        envs.set_attr("pinned_task", [tasks[0], "easy", tasks[2]])
+    with pytest.raises(ValueError, match="RLA-GUI-v1"):
+        envs.set_attr("pinned_task", [tasks[0], Task("RLA-GUI-v1", 0.2, 3), tasks[2]])
+    envs.set_attr("pinned_task", [tasks[2], None, None])
+    _, info = envs.reset(seed=0)
+    assert info["difficulty"].tolist() == [0.9, 0.3, 0.9] and info["task_seed"][0] == 2
+
+
 def test_set_attr_takes_a_tuple_as_one_value_per_sub_env() -> None:
     envs = gym.make_vec("RLA-TextNav-v0", num_envs=2)
     tasks = (Task("RLA-TextNav-v0", 0.1, 1), Task("RLA-TextNav-v0", 0.9, 2))
