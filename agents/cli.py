@@ -173,7 +173,9 @@ def train_command(settings: Any) -> dict[str, Any]:
         if MODE_FLAGS[settings.mode].adapts_env
         else f"difficulty {settings.difficulty}"
     )
-    loop = "the full loop" if settings.mode == "env" else "Outcome-only" if settings.mode == "outcome" else ""
+    loop = "Outcome-only" if settings.mode == "outcome" else ""
+    if settings.mode == "env":  # lambda 0: the PRM trains, but its votes do not reach the learner
+        loop = "the full loop" if settings.lam else "the curriculum alone: lambda 0"
     mode = f"mode {settings.mode}" + (f" ({loop})" if loop else "")
     print(f"{settings.env}, algo {settings.algo}, {mode}, {tasks}: {results['steps']} steps")
     _print_evaluation(results["evaluation"])

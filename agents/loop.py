@@ -62,6 +62,18 @@ PRESETS: dict[str, dict[str, Any]] = {
              "n_epochs": 4, "learning_rate": 1e-3, "encoder": "flatten-small", "prm_embed_dim": 8,
              "prm_hidden": 64},
 }  # fmt: skip
+#: ``auto`` (``rla train``'s default preset): settings per env, measured with ``rla train``'s
+#: 30k steps (docs/loop.md, "Per-env defaults"). TextNav keeps the paper's loop (the group
+#: trainer, the PRM's votes in the reward). On the other envs the group trainer without masks
+#: barely learns (Household 0.15 at d = 0), and under MaskablePPO the votes cost held-out success
+#: at d = 0.25 (GUI 0.07-0.10 with them, 0.35-0.41 without): their default is MaskablePPO with
+#: the curriculum alone (lambda 0; the PRM still trains and is logged).
+AUTO_PRESETS: dict[str, dict[str, Any]] = {
+    env: {"algo": "maskable-ppo", "lam": 0.0}
+    for env in ("RLA-GUI-v0", "RLA-GUI-v1", "RLA-Household-v0", "RLA-Reason-v0")
+}
+#: Every preset name ``--preset`` takes.
+PRESET_NAMES = ("auto", *PRESETS)
 
 SettingsT = TypeVar("SettingsT")
 
@@ -80,11 +92,15 @@ def apply_preset(settings: SettingsT, given: Collection[str] | None = None) -> S
     name = getattr(settings, "preset", "")
     if not name:
         return settings
-    if name not in PRESETS:
-        raise ValueError(f"preset must be one of {tuple(PRESETS)} or '', got {name!r}")
+    if name not in PRESET_NAMES:
+        raise ValueError(f"preset must be one of {PRESET_NAMES} or '', got {name!r}")
+    if name == "auto" and not hasattr(settings, "env"):
+        kind = type(settings).__name__
+        raise ValueError(f"preset 'auto' picks settings by env: for one run (rla train), not {kind}")
+    bundle = AUTO_PRESETS.get(getattr(settings, "env", ""), {}) if name == "auto" else PRESETS[name]
     fields = {f.name: f for f in dataclasses.fields(settings)}  # type: ignore[arg-type]
     changes: dict[str, Any] = {"preset": ""}
-    for key, value in PRESETS[name].items():
+    for key, value in bundle.items():
         if key not in fields:
             continue
         mine = getattr(settings, key)
@@ -159,7 +175,7 @@ class LoopSettings:
     preset: str = described(
         "",
         f"settings bundle ({', '.join(PRESETS)}; fast: PPO on 128 batched envs, lean: the lean "
-        "batched-ppo); flags given with it win",
+        "batched-ppo; auto, for one env: rla train's default); flags given with it win",
     )
 
 

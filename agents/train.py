@@ -46,12 +46,19 @@ EVAL_LEVELS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 @dataclasses.dataclass
 class TrainSettings(LoopSettings):
-    """A closed-loop training run (``encoder`` "auto" by default: the run records what it resolves to)."""
+    """A closed-loop training run (``encoder`` and ``preset`` "auto" by default: the run records what
+    they resolve to)."""
 
     encoder: str = described(
         "auto",
         "token encoder of the policy: auto (lookup-lite on TextNav, the GUI and Household, flatten on "
         "Reason), flatten, attention, relational, lookup, lookup-lite, flatten-small",
+    )
+    preset: str = described(
+        "auto",
+        "settings bundle: auto (the default: per env, MaskablePPO with the curriculum alone, lambda 0, on "
+        "all but TextNav, which keeps the paper's loop), fast (PPO on 128 batched envs), lean (the lean "
+        "batched-ppo), '' (none); flags given with it win",
     )
     steps: int = described(30_000, "env steps to train (rounded up to whole rollouts)")
     out: str = described("", "run directory (empty: runs/<env>-<algo>-<mode>-<time>)")
@@ -304,7 +311,9 @@ def resume_settings(settings: TrainSettings, given: Collection[str]) -> TrainSet
         return settings  # train() says what is missing
     saved = read_json(Path(settings.out) / "settings.json", _SETTINGS_REMEDY)
     names = {f.name for f in dataclasses.fields(TrainSettings)} - set(_NOT_RESUMED) - set(given)
-    return dataclasses.replace(settings, **{k: v for k, v in saved.items() if k in names})
+    resumed = dataclasses.replace(settings, **{k: v for k, v in saved.items() if k in names})
+    # the run's settings hold what its preset gave: a default preset would overwrite them
+    return resumed if "preset" in given else dataclasses.replace(resumed, preset="")
 
 
 def _loop_fields(settings: TrainSettings) -> dict[str, Any]:
@@ -416,7 +425,8 @@ def _train_in(out: Path, settings: TrainSettings, payload: dict[str, Any] | None
     remaining = settings.steps - model.num_timesteps
     if remaining > 0:
         print(
-            f"training {settings.env} ({settings.algo}, mode {settings.mode}, encoder {settings.encoder}) "
+            f"training {settings.env} ({settings.algo}, mode {settings.mode}, lambda {settings.lam:g}, "
+            f"encoder {settings.encoder}) "
             f"from step {model.num_timesteps} to {settings.steps} in {out}",
             flush=True,
         )

@@ -529,6 +529,27 @@ def test_the_fast_preset_builds_the_batched_fast_path_in_the_python_api() -> Non
         build_loop(LoopSettings(preset="quick"))
 
 
+def test_the_auto_preset_picks_settings_by_env_and_keeps_those_given() -> None:
+    """``auto`` (``rla train``'s default): TextNav keeps the paper's loop; the GUI, Household and
+    Reason get MaskablePPO with the curriculum alone; a field given keeps its value; a bench,
+    which runs several envs, refuses it."""
+    from agents.bench import BenchSettings
+    from agents.loop import AUTO_PRESETS, apply_preset
+
+    assert apply_preset(LoopSettings(preset="auto")) == LoopSettings()  # TextNav: grpo, lambda 1
+    assert "RLA-TextNav-v0" not in AUTO_PRESETS and len(AUTO_PRESETS) == 4
+    for env in ("RLA-GUI-v0", "RLA-GUI-v1", "RLA-Household-v0", "RLA-Reason-v0"):
+        auto = apply_preset(LoopSettings(env=env, preset="auto"))
+        assert (auto.algo, auto.lam, auto.mode, auto.preset) == ("maskable-ppo", 0.0, "env", "")
+    given = apply_preset(LoopSettings(env="RLA-GUI-v1", preset="auto", algo="grpo", lam=1.0), {"algo"})
+    assert (given.algo, given.lam) == ("grpo", 0.0)
+    assert apply_preset(LoopSettings(env="RLA-GUI-v1", preset="auto", lam=0.3)).lam == 0.3
+    with pytest.raises(ValueError, match="preset 'auto' picks settings by env: .* not BenchSettings"):
+        apply_preset(BenchSettings(preset="auto"))
+    with pytest.raises(ValueError, match=r"preset must be one of \('auto', 'fast', 'lean'\)"):
+        apply_preset(LoopSettings(preset="Auto"))
+
+
 def test_the_prm_takes_its_size_from_the_settings() -> None:
     _, callback = build_loop(
         LoopSettings(

@@ -194,6 +194,33 @@ def test_resume_takes_the_run_s_own_settings_and_the_flags_given(tmp_path: Path,
     assert "differ from the run in" in capsys.readouterr().err
 
 
+def test_rla_train_picks_settings_by_env_and_resumes_runs_made_without_them(tmp_path: Path, capsys) -> None:
+    """``--preset auto``, the default: on the GUI MaskablePPO with the curriculum alone (lambda 0),
+    said first and recorded; a flag given wins; ``--resume`` keeps a run's own settings, also
+    for a run made with the paper's loop (``--preset ''``), which the default would change."""
+    out = tmp_path / "gui"
+    assert main(["train", "--env", "RLA-GUI-v1", "--steps", "512", "--out", str(out), *FAST]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("training RLA-GUI-v1 (maskable-ppo, mode env, lambda 0, encoder lookup-lite)")
+    assert "algo maskable-ppo, mode env (the curriculum alone: lambda 0)" in printed
+    saved = json.loads((out / "settings.json").read_text())
+    assert (saved["algo"], saved["lam"], saved["preset"]) == ("maskable-ppo", 0.0, "")
+    paper = tmp_path / "paper"
+    argv = ["train", "--env", "RLA-GUI-v1", "--preset", "", "--steps", "8", "--out", str(paper)]
+    assert main([*argv, *FAST]) == 0
+    saved = json.loads((paper / "settings.json").read_text())
+    assert (saved["algo"], saved["lam"]) == ("grpo", 1.0)
+    capsys.readouterr()
+    assert main(["train", "--out", str(paper), "--resume", "--steps", "16"]) == 0
+    assert "algo grpo, mode env (the full loop)" in capsys.readouterr().out
+    assert load_checkpoint(paper / "checkpoint.pt")["num_timesteps"] >= 16
+    given = tmp_path / "given"
+    argv = ["train", "--env", "RLA-Household-v0", "--lam", "0.3", "--steps", "512", "--out", str(given)]
+    assert main([*argv, *FAST]) == 0
+    saved = json.loads((given / "settings.json").read_text())
+    assert (saved["algo"], saved["lam"]) == ("maskable-ppo", 0.3)
+
+
 def test_the_group_trainer_needs_one_round_of_steps_not_n_steps_times_n_envs(tmp_path: Path) -> None:
     out = tmp_path / "run"
     argv = ["train", "--steps", "100", "--groups", "2", "--group-size", "4", "--n-steps", "256",
@@ -455,7 +482,7 @@ def test_the_fast_preset_trains_with_the_flags_given_beside_it(tmp_path: Path) -
 
 def test_an_unknown_preset_is_refused_by_name(tmp_path: Path, capsys) -> None:
     assert main(["train", "--preset", "fastest", "--out", str(tmp_path / "run")]) == 2
-    assert "preset must be one of ('fast', 'lean') or '', got 'fastest'" in capsys.readouterr().err
+    assert "preset must be one of ('auto', 'fast', 'lean') or '', got 'fastest'" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
 
 
@@ -540,7 +567,8 @@ def test_load_run_evaluates_the_trained_policy(tmp_path: Path, monkeypatch, caps
     monkeypatch.chdir(tmp_path)
     out = Path("runs") / "mine"
     assert main(["train", "--steps", "512", "--out", str(out), *PPO_FAST]) == 0
-    started = f"training RLA-TextNav-v0 (ppo, mode env, encoder lookup-lite) from step 0 to 512 in {out}\n"
+    started = "training RLA-TextNav-v0 (ppo, mode env, lambda 1, encoder lookup-lite) from step 0 to 512"
+    started += f" in {out}\n"
     assert capsys.readouterr().out.startswith(started)  # a line before the training's silence
     import agents.train
 
