@@ -322,10 +322,10 @@ def _bench_settings() -> type:
 
 def _train_settings() -> type:
     try:
-        from agents.train import TrainSettings
+        from agents.train import TrainCommandSettings
     except ImportError as error:
         raise _needs_train_extra("train") from error
-    return TrainSettings
+    return TrainCommandSettings
 
 
 #: name -> (one-line help, the settings class (imported when the command is used), the runner).

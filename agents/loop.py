@@ -67,7 +67,8 @@ PRESETS: dict[str, dict[str, Any]] = {
 #: trainer, the PRM's votes in the reward). On the other envs the group trainer without masks
 #: barely learns (Household 0.15 at d = 0), and under MaskablePPO the votes cost held-out success
 #: at d = 0.25 (GUI 0.07-0.10 with them, 0.35-0.41 without): their default is MaskablePPO with
-#: the curriculum alone (lambda 0; the PRM still trains and is logged).
+#: the curriculum alone (lambda 0 in mode env; the PRM still trains and is logged). It applies
+#: only when ``algo`` is not given, and lambda only in mode ``env``.
 AUTO_PRESETS: dict[str, dict[str, Any]] = {
     env: {"algo": "maskable-ppo", "lam": 0.0}
     for env in ("RLA-GUI-v0", "RLA-GUI-v1", "RLA-Household-v0", "RLA-Reason-v0")
@@ -97,15 +98,22 @@ def apply_preset(settings: SettingsT, given: Collection[str] | None = None) -> S
     if name == "auto" and not hasattr(settings, "env"):
         kind = type(settings).__name__
         raise ValueError(f"preset 'auto' picks settings by env: for one run (rla train), not {kind}")
-    bundle = AUTO_PRESETS.get(getattr(settings, "env", ""), {}) if name == "auto" else PRESETS[name]
     fields = {f.name: f for f in dataclasses.fields(settings)}  # type: ignore[arg-type]
+
+    def explicit(key: str) -> bool:
+        return key in given if given is not None else getattr(settings, key) != fields[key].default
+
+    if name != "auto":
+        bundle = PRESETS[name]
+    elif explicit("algo"):  # the measured pair, or nothing: another trainer keeps the loop's defaults
+        bundle = {}
+    else:  # lambda 0 is the curriculum alone; the other modes keep theirs (the votes are what they test)
+        bundle = dict(AUTO_PRESETS.get(getattr(settings, "env", ""), {}))
+        if getattr(settings, "mode", "env") != "env":
+            bundle.pop("lam", None)
     changes: dict[str, Any] = {"preset": ""}
     for key, value in bundle.items():
-        if key not in fields:
-            continue
-        mine = getattr(settings, key)
-        explicit = key in given if given is not None else mine != fields[key].default
-        if not explicit:
+        if key in fields and not explicit(key):
             changes[key] = value
     return dataclasses.replace(settings, **changes)  # type: ignore[type-var]
 

@@ -46,25 +46,33 @@ EVAL_LEVELS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 @dataclasses.dataclass
 class TrainSettings(LoopSettings):
-    """A closed-loop training run (``encoder`` and ``preset`` "auto" by default: the run records what
-    they resolve to)."""
+    """A closed-loop training run (``encoder`` "auto" by default: the run records what it resolves to).
+
+    ``preset`` is "" (the loop's own defaults) here and "auto" on the command line
+    (:class:`TrainCommandSettings`); ``TrainSettings(preset="auto")`` asks for it in Python."""
 
     encoder: str = described(
         "auto",
         "token encoder of the policy: auto (lookup-lite on TextNav, the GUI and Household, flatten on "
         "Reason), flatten, attention, relational, lookup, lookup-lite, flatten-small",
     )
-    preset: str = described(
-        "auto",
-        "settings bundle: auto (the default: per env, MaskablePPO with the curriculum alone, lambda 0, on "
-        "all but TextNav, which keeps the paper's loop), fast (PPO on 128 batched envs), lean (the lean "
-        "batched-ppo), '' (none); flags given with it win",
-    )
     steps: int = described(30_000, "env steps to train (rounded up to whole rollouts)")
     out: str = described("", "run directory (empty: runs/<env>-<algo>-<mode>-<time>)")
     resume: bool = described(False, "continue the run in --out")
     checkpoint_every: int = described(4096, "env steps between checkpoints")
     eval_episodes: int = described(100, "held-out tasks per difficulty in the final evaluation")
+
+
+@dataclasses.dataclass
+class TrainCommandSettings(TrainSettings):
+    """``rla train``'s settings: :class:`TrainSettings` with the ``auto`` preset by default."""
+
+    preset: str = described(
+        "auto",
+        "settings bundle: auto (the default: without --algo, MaskablePPO on all but TextNav, with the "
+        "curriculum alone, lambda 0, in mode env; TextNav keeps the paper's loop), fast (PPO on 128 "
+        "batched envs), lean (the lean batched-ppo), '' (none); flags given with it win",
+    )
 
 
 def _atomic_save(payload: dict[str, Any], path: Path) -> None:

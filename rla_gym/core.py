@@ -53,8 +53,8 @@ def check_difficulty(value: Any, name: str = "difficulty") -> float:
 
 def normalize_difficulty(value: Any) -> float:
     """:func:`check_difficulty`, rounded to 6 decimals so that 0.7, np.float32(0.7) and
-    0.1 + 0.6 name the same task."""
-    return round(check_difficulty(value), 6)
+    0.1 + 0.6 name the same task (and -0.0 the task of 0.0)."""
+    return round(check_difficulty(value), 6) + 0.0
 
 
 def check_task_seed(value: Any) -> int:

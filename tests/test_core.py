@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 import subprocess
 import sys
@@ -183,6 +184,8 @@ def test_task_hash_is_its_key_in_every_process() -> None:
 
     a = Task("RLA-TextNav-v0", 0.5, 7)
     assert hash(a) == a.key == hash(Task("RLA-TextNav-v0", np.float32(0.5), 7))
+    zero, minus = Task("RLA-TextNav-v0", 0.0, 7), Task("RLA-TextNav-v0", -0.0, 7)
+    assert zero == minus and hash(zero) == hash(minus) and len({zero, minus}) == 1
     assert a.key == int(a.task_id, 16) >> 4 and "_key" not in repr(a)
     copy = pickle.loads(pickle.dumps(a))
     assert copy == a and hash(copy) == hash(a) and {a: 1}[copy] == 1
@@ -190,7 +193,7 @@ def test_task_hash_is_its_key_in_every_process() -> None:
     for salt in ("1", "2"):
         out = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, check=True,
-            env={"PYTHONHASHSEED": salt, "PATH": ""},
+            env={**os.environ, "PYTHONHASHSEED": salt},
         )  # fmt: skip
         assert int(out.stdout) == a.key
 

@@ -531,19 +531,26 @@ def test_the_fast_preset_builds_the_batched_fast_path_in_the_python_api() -> Non
 
 def test_the_auto_preset_picks_settings_by_env_and_keeps_those_given() -> None:
     """``auto`` (``rla train``'s default): TextNav keeps the paper's loop; the GUI, Household and
-    Reason get MaskablePPO with the curriculum alone; a field given keeps its value; a bench,
-    which runs several envs, refuses it."""
+    Reason get MaskablePPO, with the curriculum alone (lambda 0) in mode env only; a trainer given
+    drops the bundle (grpo at lambda 0 was never measured); a bench, over several envs, refuses it."""
     from agents.bench import BenchSettings
     from agents.loop import AUTO_PRESETS, apply_preset
+    from agents.train import TrainCommandSettings, TrainSettings
 
     assert apply_preset(LoopSettings(preset="auto")) == LoopSettings()  # TextNav: grpo, lambda 1
     assert "RLA-TextNav-v0" not in AUTO_PRESETS and len(AUTO_PRESETS) == 4
     for env in ("RLA-GUI-v0", "RLA-GUI-v1", "RLA-Household-v0", "RLA-Reason-v0"):
         auto = apply_preset(LoopSettings(env=env, preset="auto"))
         assert (auto.algo, auto.lam, auto.mode, auto.preset) == ("maskable-ppo", 0.0, "env", "")
-    given = apply_preset(LoopSettings(env="RLA-GUI-v1", preset="auto", algo="grpo", lam=1.0), {"algo"})
-    assert (given.algo, given.lam) == ("grpo", 0.0)
+    for mode in ("rm-only", "reward", "oracle", "outcome"):  # the votes are what these test
+        auto = apply_preset(LoopSettings(env="RLA-GUI-v1", preset="auto", mode=mode), {"mode"})
+        assert (auto.algo, auto.lam) == ("maskable-ppo", 1.0), mode
+    grpo = apply_preset(LoopSettings(env="RLA-GUI-v1", preset="auto", algo="grpo"), {"algo"})
+    assert (grpo.algo, grpo.lam) == ("grpo", 1.0)
+    masked = apply_preset(LoopSettings(env="RLA-GUI-v1", preset="auto", algo="maskable-ppo"), {"algo"})
+    assert masked.lam == 1.0  # the full loop on MaskablePPO, as the recorded commands ran it
     assert apply_preset(LoopSettings(env="RLA-GUI-v1", preset="auto", lam=0.3)).lam == 0.3
+    assert TrainSettings().preset == "" and TrainCommandSettings().preset == "auto"  # Python: none
     with pytest.raises(ValueError, match="preset 'auto' picks settings by env: .* not BenchSettings"):
         apply_preset(BenchSettings(preset="auto"))
     with pytest.raises(ValueError, match=r"preset must be one of \('auto', 'fast', 'lean'\)"):
