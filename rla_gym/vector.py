@@ -116,7 +116,8 @@ class RLAVectorEnv(VectorEnv):
     def set_tasks(self, tasks: Sequence[Task | None]) -> None:
         """Pin one task per sub-env (None unpins) from its next reset on."""
         for env, task in zip(self.envs, self._per_env(tasks, "tasks"), strict=True):
-            env.set_task(task)
+            if task is not env._pinned_task:  # curriculum adapters re-pin every sub-env each step
+                env.set_task(task)
 
     def set_difficulties(self, difficulties: float | Sequence[float] | np.ndarray) -> None:
         """Sample each sub-env's tasks at its difficulty (a scalar: all of them) from its next reset on."""
@@ -334,13 +335,10 @@ class RLAVectorEnv(VectorEnv):
         """Set ``name`` on every sub-env: one value each (a list or tuple) or the same for all."""
         if not isinstance(values, (list, tuple)):
             values = [values] * self.num_envs
-        values = self._per_env(values, "values")
-        if name == "pinned_task":  # a curriculum adapter re-pins every sub-env each step: skip the same
-            for env, value in zip(self.envs, values, strict=True):
-                if value is not env._pinned_task:
-                    env.set_task(value)
+        if name == "pinned_task":  # the property's setter is set_task: skip the per-env setattr
+            self.set_tasks(self._per_env(values, "values"))
             return
-        for env, value in zip(self.envs, values, strict=True):
+        for env, value in zip(self.envs, self._per_env(values, "values"), strict=True):
             setattr(env, name, value)
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
