@@ -90,3 +90,13 @@ def test_training_throughput_builds_every_configuration_and_trains_the_lean_clos
     assert trained == 1
     lean_loop = [n for n, f in throughput.CONFIGS.items() if f.get("algo") == "batched-ppo"]
     assert lean_loop and all(throughput.CONFIGS[n]["mode"] == "env" for n in lean_loop)
+
+
+def test_loop_stack_times_each_layer_of_the_lean_loop() -> None:
+    """benchmarks/loop_stack.py builds the lean loop's env-side stack layer by layer and times a
+    few steps of each (the votes drawn once per rollout of 4 steps)."""
+    loop_stack = load_script("benchmarks/loop_stack.py")
+    stack = loop_stack.make(2)
+    assert type(stack).__name__ == "CurriculumVectorWrapper"
+    assert type(stack.env).__name__ == "FeedbackVectorWrapper"
+    assert all(loop_stack.cpu_us_per_step(layers, 8) > 0 for layers in range(3))
