@@ -33,7 +33,7 @@ import numpy as np
 from agents.atomic import read_json, write_text_atomic
 from agents.evaluation import DENSE_LEVELS
 from agents.fields import described
-from agents.loop import ALGOS, LoopSettings, apply_preset, from_loop, validate_settings
+from agents.loop import ALGOS, LoopSettings, apply_preset, auto_bundle, from_loop, validate_settings
 from agents.loop_runtime import MODE_FLAGS, MODES
 from rla_gym.core import HELDOUT_SEED_START, check_difficulty
 
@@ -116,6 +116,19 @@ class BenchSettings:
     ray_address: str = described("", "Ray cluster address ('' starts a local Ray)")
     config: str = described("", "TOML or JSON file with any of these settings (flags win)")
     plugins: tuple[str, ...] = described((), "modules to import first in every run (e.g. to add strategies)")
+
+
+@dataclasses.dataclass
+class BenchCommandSettings(BenchSettings):
+    """``rla bench``'s settings: :class:`BenchSettings` with the ``auto`` preset by default."""
+
+    preset: str = described(
+        "auto",
+        "settings bundle: auto (the default: without --algo, each run on the GUI, Household or Reason "
+        "trains MaskablePPO, with the curriculum alone, lambda 0, in mode env; TextNav runs keep "
+        "--algo and --lam), fast (PPO on 128 batched envs), lean (the lean batched-ppo), '' (none); "
+        "flags given with it win",
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -263,13 +276,23 @@ def plan(settings: BenchSettings) -> list[RunSpec]:
     return specs
 
 
+def run_settings(settings: BenchSettings, spec: RunSpec) -> BenchSettings:
+    """The bench's settings as one run uses and records them: under the ``auto`` preset, the
+    algo and lambda of the run's env and mode (:func:`agents.loop.auto_bundle`)."""
+    if settings.preset != "auto":
+        return settings
+    return dataclasses.replace(settings, **auto_bundle(spec.env, spec.mode))
+
+
 def loop_settings(settings: BenchSettings, spec: RunSpec) -> LoopSettings:
-    """The loop settings of one run: the bench's shared settings, and the run's env, mode, strategy, seed."""
+    """The loop settings of one run: the bench's shared settings (:func:`run_settings`), and the
+    run's env, mode, strategy, seed."""
+    settings = run_settings(settings, spec)
     shared = {f.name for f in dataclasses.fields(LoopSettings)} & {
         f.name for f in dataclasses.fields(settings)
     }
     return LoopSettings(
-        **{name: getattr(settings, name) for name in shared},
+        **{name: getattr(settings, name) for name in shared - {"preset"}},
         env=spec.env, mode=spec.mode, curriculum=spec.strategy, seed=spec.seed, device="cpu",
     )  # fmt: skip
 
@@ -335,6 +358,7 @@ def run_one(settings: BenchSettings, spec: RunSpec, position: int = 0) -> dict[s
     torch.set_num_threads(1)
     import_plugins(settings)
     start = time.perf_counter()
+    settings = run_settings(settings, spec)  # what the record says the run used
     loop_config = loop_settings(settings, spec)
     model, loop = build_loop(loop_config)
     evaluations: list[dict[str, Any]] = []
@@ -619,19 +643,31 @@ _RUN_REMEDY = "delete it to run that run again"
 
 def check_resumable(out: Path, settings: BenchSettings) -> None:
     """Refuse to mix finished runs made with other :data:`RUN_SETTINGS` into this benchmark: every
-    run in ``out`` is checked, planned or not, since they share ``references.json``."""
-    current = json.loads(json.dumps({k: getattr(settings, k) for k in RUN_SETTINGS}))
+    run in ``out`` is checked, planned or not, since they share ``references.json``. Under the
+    ``auto`` preset a run is checked against the settings of its env and mode (:func:`run_settings`)."""
     for path in sorted((out / "runs").glob("*.json")):
         record = read_json(path, _RUN_REMEDY)
         saved = record.get("settings") if isinstance(record, dict) else None
         if not isinstance(saved, dict):
             raise ValueError(f"{path} is not an rla bench run (no settings); {_RUN_REMEDY}")
+        spec = record.get("spec")
+        ours = settings
+        if settings.preset == "auto" and isinstance(spec, dict) and {"env", "mode"} <= set(spec):
+            ours = run_settings(settings, RunSpec(spec["env"], spec["mode"], "", 0))
+        current = json.loads(json.dumps({k: getattr(ours, k) for k in RUN_SETTINGS}))
         older = {key: saved[same] for key, same in UNSAVED_SAME_AS.items() if same in saved}
         saved = {**UNSAVED_DEFAULTS, **older, **saved}
         differ = sorted(k for k in RUN_SETTINGS if saved.get(k) != current[k])
         if differ:
+            hint = ""
+            if (settings.preset == "auto") != (saved.get("preset", "") == "auto"):
+                hint = (
+                    " (runs made without the auto preset, rla bench's default: add --preset '')"
+                    if settings.preset == "auto"
+                    else " (runs made with the auto preset, rla bench's default: give it)"
+                )
             raise ValueError(
-                f"{out} holds runs made with other settings ({', '.join(differ)}, e.g. {path.name}); "
+                f"{out} holds runs made with other settings ({', '.join(differ)}, e.g. {path.name}){hint}; "
                 "use the same settings to resume, or another --out"
             )
 
@@ -668,7 +704,11 @@ def bench(settings: BenchSettings) -> dict[str, Any]:
     specs = plan(settings)
     pending = [s for s in specs if not (out / "runs" / f"{s.run_id}.json").exists()]
     skipped = [s.run_id for s in specs if s not in pending]
-    twins = {s: twin for s in pending if (twin := same_run_as(s, specs)) is not None}
+    twins = {
+        s: twin
+        for s in pending
+        if (twin := same_run_as(s, specs)) is not None and run_settings(settings, s) == run_settings(settings, twin)
+    }  # under auto, env/fixed (lambda 0) is not reward/fixed (lambda 1) on the envs it tunes
     pending = [s for s in pending if s not in twins]
     if skipped:
         print(f"rla bench: {len(skipped)} finished run(s) in {out} are kept: {', '.join(skipped)}")

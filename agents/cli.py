@@ -314,10 +314,10 @@ def _needs_train_extra(command: str) -> ImportError:
 
 def _bench_settings() -> type:
     try:
-        from agents.bench import BenchSettings
+        from agents.bench import BenchCommandSettings
     except ImportError as error:
         raise _needs_train_extra("bench") from error
-    return BenchSettings
+    return BenchCommandSettings
 
 
 def _train_settings() -> type:

@@ -79,11 +79,24 @@ PRESET_NAMES = ("auto", *PRESETS)
 SettingsT = TypeVar("SettingsT")
 
 
+def auto_bundle(env: str, mode: str = "env") -> dict[str, Any]:
+    """The settings ``auto`` gives a run on ``env`` in ``mode``: the env's entry of
+    :data:`AUTO_PRESETS` (empty for TextNav), lambda only in mode ``env``."""
+    bundle = dict(AUTO_PRESETS.get(env, {}))
+    if mode != "env":  # lambda 0 is the curriculum alone; the other modes test the votes
+        bundle.pop("lam", None)
+    return bundle
+
+
 def apply_preset(settings: SettingsT, given: Collection[str] | None = None) -> SettingsT:
     """``settings`` with the fields of its ``preset`` filled in, and ``preset`` emptied.
 
     A field named in ``given`` keeps its value; ``given=None`` (the Python API) keeps every
     field that differs from its default. The command line passes the flags it saw.
+
+    ``auto`` on a benchmark (settings with ``envs``) stays ``auto`` for its runs to resolve, one
+    env at a time (:func:`agents.bench.run_settings`); it is dropped when ``algo`` is given, and a
+    given ``lam`` without ``algo`` is refused where it would be overridden.
 
     Examples:
         >>> fast = apply_preset(LoopSettings(preset="fast", n_envs=64))
@@ -95,9 +108,10 @@ def apply_preset(settings: SettingsT, given: Collection[str] | None = None) -> S
         return settings
     if name not in PRESET_NAMES:
         raise ValueError(f"preset must be one of {PRESET_NAMES} or '', got {name!r}")
-    if name == "auto" and not hasattr(settings, "env"):
+    per_env = hasattr(settings, "env")
+    if name == "auto" and not per_env and not hasattr(settings, "envs"):
         kind = type(settings).__name__
-        raise ValueError(f"preset 'auto' picks settings by env: for one run (rla train), not {kind}")
+        raise ValueError(f"preset 'auto' picks settings by env: for runs on an env, not {kind}")
     fields = {f.name: f for f in dataclasses.fields(settings)}  # type: ignore[arg-type]
 
     def explicit(key: str) -> bool:
@@ -107,10 +121,16 @@ def apply_preset(settings: SettingsT, given: Collection[str] | None = None) -> S
         bundle = PRESETS[name]
     elif explicit("algo"):  # the measured pair, or nothing: another trainer keeps the loop's defaults
         bundle = {}
-    else:  # lambda 0 is the curriculum alone; the other modes keep theirs (the votes are what they test)
-        bundle = dict(AUTO_PRESETS.get(getattr(settings, "env", ""), {}))
-        if getattr(settings, "mode", "env") != "env":
-            bundle.pop("lam", None)
+    elif not per_env:  # a benchmark: each run takes its env's bundle
+        if explicit("lam") and any(env in AUTO_PRESETS for env in getattr(settings, "envs")):
+            raise ValueError(
+                f"lam {getattr(settings, 'lam')!r} with preset 'auto': on "
+                f"{', '.join(e for e in getattr(settings, 'envs') if e in AUTO_PRESETS)} auto sets the algo "
+                "and lambda 0 in mode env; give --algo with --lam, or --preset ''"
+            )
+        return settings
+    else:
+        bundle = auto_bundle(getattr(settings, "env", ""), getattr(settings, "mode", "env"))
     changes: dict[str, Any] = {"preset": ""}
     for key, value in bundle.items():
         if key in fields and not explicit(key):
@@ -183,7 +203,7 @@ class LoopSettings:
     preset: str = described(
         "",
         f"settings bundle ({', '.join(PRESETS)}; fast: PPO on 128 batched envs, lean: the lean "
-        "batched-ppo; auto, for one env: rla train's default); flags given with it win",
+        "batched-ppo; auto: per env, rla train's and rla bench's default); flags given with it win",
     )
 
 

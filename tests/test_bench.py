@@ -292,6 +292,68 @@ def test_resuming_into_runs_made_with_other_settings_is_refused(tmp_path: Path) 
         check_resumable(tmp_path, dataclasses.replace(settings, encoder="lookup"))
 
 
+def test_the_auto_preset_gives_each_run_the_settings_of_its_env() -> None:
+    """``rla bench``'s default preset: runs on the GUI, Household and Reason train MaskablePPO,
+    in mode env with the curriculum alone (lambda 0); TextNav runs keep the bench's algo and
+    lambda; resuming checks each run against its own env's settings."""
+    from agents.bench import BenchCommandSettings, loop_settings, run_settings
+    from agents.loop import apply_preset
+
+    assert BenchCommandSettings().preset == "auto" and BenchSettings().preset == ""  # Python: none
+    envs = ("RLA-TextNav-v0", "RLA-GUI-v1", "RLA-Household-v0", "RLA-Reason-v0")
+    settings = apply_preset(BenchSettings(preset="auto", envs=envs, modes=("env", "reward")))
+    got = {(s.env, s.mode): loop_settings(settings, s) for s in plan(dataclasses.replace(settings, seeds=1))}
+    for (env, mode), loop in got.items():
+        expected = ("ppo", 1.0) if env == "RLA-TextNav-v0" else ("maskable-ppo", 0.0 if mode == "env" else 1.0)
+        assert (loop.algo, loop.lam, loop.preset) == (*expected, ""), (env, mode)
+    validate(settings)
+    gui = RunSpec("RLA-GUI-v1", "env", "uniform", 3)
+    assert run_settings(settings, gui).preset == "auto"  # the record says which preset gave them
+
+
+def test_resuming_under_auto_compares_each_run_with_its_env(tmp_path: Path) -> None:
+    from agents.bench import check_resumable, run_settings, write_json_atomic
+    from agents.loop import apply_preset
+
+    envs = ("RLA-TextNav-v0", "RLA-GUI-v1")
+    settings = apply_preset(
+        BenchSettings(preset="auto", envs=envs, strategies=("uniform",), seeds=1, out=str(tmp_path))
+    )
+    (tmp_path / "runs").mkdir()
+    for spec in plan(settings):
+        record = {"spec": dataclasses.asdict(spec), "settings": dataclasses.asdict(run_settings(settings, spec))}
+        write_json_atomic(tmp_path / "runs" / f"{spec.run_id}.json", record)
+    check_resumable(tmp_path, settings)  # each run made with its env's settings: fine
+    with pytest.raises(ValueError, match=r"other settings \(algo, lam, e.g. RLA-GUI-v1.*the auto preset, .*give it"):
+        check_resumable(tmp_path, dataclasses.replace(settings, preset=""))
+    gui = tmp_path / "runs" / "RLA-GUI-v1__env__uniform__s0.json"
+    plain = dataclasses.asdict(dataclasses.replace(settings, preset=""))  # made before auto
+    write_json_atomic(gui, {"spec": json.loads(gui.read_text())["spec"], "settings": plain})
+    with pytest.raises(ValueError, match=r"other settings \(algo, lam, e.g. RLA-GUI-v1.*add --preset ''"):
+        check_resumable(tmp_path, settings)
+    check_resumable(tmp_path, dataclasses.replace(settings, preset=""))  # --preset '' resumes them
+
+
+@pytest.mark.slow
+def test_rla_bench_trains_each_env_with_its_auto_settings(tmp_path: Path) -> None:
+    """By default (``--preset auto``) a GUI run trains MaskablePPO and records it; the full loop
+    with the fixed strategy is not + Reward there (lambda 0 against 1), so both are trained."""
+    out = tmp_path / "bench"
+    args = ["bench", "--envs", "RLA-GUI-v1", "--strategies", "fixed", "--modes", "reward", "env",
+            "--seeds", "1", "--out", str(out), *TINY]  # fmt: skip
+    assert main(args) == 0
+    (entry,) = json.loads((out / "invocations.json").read_text())
+    assert entry["ran"] == 2 and entry["copied"] == [] and entry["settings"]["preset"] == "auto"
+    for mode, lam in (("env", 0.0), ("reward", 1.0)):
+        record = json.loads((out / "runs" / f"RLA-GUI-v1__{mode}__fixed__s0.json").read_text())
+        assert (record["settings"]["algo"], record["settings"]["lam"], record["settings"]["preset"]) == (
+            "maskable-ppo", lam, "auto"
+        )
+    assert main(args) == 0  # resumes: every run is kept
+    assert json.loads((out / "invocations.json").read_text())[1]["ran"] == 0
+    assert main([*args, "--lam", "0.5"]) == 2  # a lambda auto would override is refused
+
+
 @pytest.mark.parametrize(
     ("name", "value"),
     [("final_eval_episodes", 100), ("prm_hidden", 64), ("prm_embed_dim", 8), ("history", 1)],

@@ -551,8 +551,22 @@ def test_the_auto_preset_picks_settings_by_env_and_keeps_those_given() -> None:
     assert masked.lam == 1.0  # the full loop on MaskablePPO, as the recorded commands ran it
     assert apply_preset(LoopSettings(env="RLA-GUI-v1", preset="auto", lam=0.3)).lam == 0.3
     assert TrainSettings().preset == "" and TrainCommandSettings().preset == "auto"  # Python: none
-    with pytest.raises(ValueError, match="preset 'auto' picks settings by env: .* not BenchSettings"):
-        apply_preset(BenchSettings(preset="auto"))
+    # a bench keeps auto for each run to resolve (agents.bench.run_settings), unless the algo is given
+    assert apply_preset(BenchSettings(preset="auto", envs=("RLA-GUI-v1",))).preset == "auto"
+    assert apply_preset(BenchSettings(preset="auto", envs=("RLA-GUI-v1",), algo="grpo")).preset == ""
+    assert apply_preset(BenchSettings(preset="auto", algo="ppo"), {"algo"}).preset == ""
+    assert apply_preset(BenchSettings(preset="auto", lam=0.5)).lam == 0.5  # TextNav only: nothing to set
+    envs = ("RLA-TextNav-v0", "RLA-GUI-v1")
+    for lam, given in ((0.5, None), (1.0, {"lam"})):  # a lambda auto would override is refused, named
+        with pytest.raises(ValueError, match=rf"lam {lam} with preset 'auto': on RLA-GUI-v1 .* --preset ''"):
+            apply_preset(BenchSettings(preset="auto", envs=envs, lam=lam), given)
+
+    @dataclasses.dataclass
+    class Other:
+        preset: str = "auto"
+
+    with pytest.raises(ValueError, match="preset 'auto' picks settings by env: for runs on an env, not Other"):
+        apply_preset(Other())
     with pytest.raises(ValueError, match=r"preset must be one of \('auto', 'fast', 'lean'\)"):
         apply_preset(LoopSettings(preset="Auto"))
 
