@@ -33,7 +33,7 @@ import numpy as np
 from agents.atomic import read_json, write_text_atomic
 from agents.evaluation import DENSE_LEVELS
 from agents.fields import described
-from agents.loop import ALGOS, LoopSettings, apply_preset, auto_bundle, from_loop, validate_settings
+from agents.loop import ALGOS, AUTO_PRESETS, LoopSettings, apply_preset, from_loop, validate_settings
 from agents.loop_runtime import MODE_FLAGS, MODES
 from rla_gym.core import HELDOUT_SEED_START, check_difficulty
 
@@ -124,10 +124,10 @@ class BenchCommandSettings(BenchSettings):
 
     preset: str = described(
         "auto",
-        "settings bundle: auto (the default: without --algo, each run on the GUI, Household or Reason "
-        "trains MaskablePPO, with the curriculum alone, lambda 0, in mode env; TextNav runs keep "
-        "--algo and --lam), fast (PPO on 128 batched envs), lean (the lean batched-ppo), '' (none); "
-        "flags given with it win",
+        "settings bundle: auto (the default: without --algo, runs on the GUI, Household and Reason "
+        "train MaskablePPO, and with --modes env alone at lambda 0; TextNav runs keep --algo and "
+        "--lam), fast (PPO on 128 batched envs), lean (the lean batched-ppo), '' (none); flags "
+        "given with it win",
     )
 
 
@@ -196,13 +196,13 @@ def load_config(settings: BenchSettings, given: set[str] | None = None) -> Bench
     default as not given; the command line passes the flags it saw."""
     if not settings.config:
         return settings
-    values = read_settings_file(settings.config)
+    values = read_settings_file(settings.config, type(settings))
     merged = {}
-    for f in dataclasses.fields(BenchSettings):
+    for f in dataclasses.fields(settings):
         mine = getattr(settings, f.name)
         explicit = f.name in given if given is not None else mine != f.default
         merged[f.name] = values[f.name] if f.name in values and not explicit else mine
-    return BenchSettings(**{**merged, "config": ""})
+    return type(settings)(**{**merged, "config": ""})
 
 
 def import_plugins(settings: BenchSettings) -> None:
@@ -277,11 +277,18 @@ def plan(settings: BenchSettings) -> list[RunSpec]:
 
 
 def run_settings(settings: BenchSettings, spec: RunSpec) -> BenchSettings:
-    """The bench's settings as one run uses and records them: under the ``auto`` preset, the
-    algo and lambda of the run's env and mode (:func:`agents.loop.auto_bundle`)."""
-    if settings.preset != "auto":
+    """The bench's settings as one run uses and records them. Under the ``auto`` preset a run on
+    an env of :data:`agents.loop.AUTO_PRESETS` takes its trainer, and, when the bench compares
+    strategies alone (``modes`` is ``("env",)``), its lambda (0: the curriculum alone, since the
+    votes cost those learners held-out success); an ablation keeps the bench's lambda, so that
+    its ``+ Env`` row stays the full loop."""
+    bundle = AUTO_PRESETS.get(spec.env, {})
+    if settings.preset != "auto" or not bundle:
         return settings
-    return dataclasses.replace(settings, **auto_bundle(spec.env, spec.mode))
+    changes = {"algo": bundle["algo"]}
+    if tuple(settings.modes) == ("env",) and "lam" in bundle:
+        changes["lam"] = bundle["lam"]
+    return dataclasses.replace(settings, **changes)
 
 
 def loop_settings(settings: BenchSettings, spec: RunSpec) -> LoopSettings:
@@ -294,6 +301,7 @@ def loop_settings(settings: BenchSettings, spec: RunSpec) -> LoopSettings:
     return LoopSettings(
         **{name: getattr(settings, name) for name in shared - {"preset"}},
         env=spec.env, mode=spec.mode, curriculum=spec.strategy, seed=spec.seed, device="cpu",
+        preset="" if settings.preset == "auto" else settings.preset,  # build_loop applies fast, lean
     )  # fmt: skip
 
 
@@ -641,31 +649,39 @@ def _copy_twin_runs(out: Path, twins: dict[RunSpec, RunSpec]) -> dict[str, str]:
 _RUN_REMEDY = "delete it to run that run again"
 
 
+def _differing(saved: dict[str, Any], settings: BenchSettings, spec: RunSpec | None) -> list[str]:
+    """The :data:`RUN_SETTINGS` in which a run's saved settings differ from those ``settings``
+    give it (:func:`run_settings`; without a spec, the bench's own)."""
+    ours = settings if spec is None else run_settings(settings, spec)
+    current = json.loads(json.dumps({k: getattr(ours, k) for k in RUN_SETTINGS}))
+    return sorted(k for k in RUN_SETTINGS if saved.get(k) != current[k])
+
+
 def check_resumable(out: Path, settings: BenchSettings) -> None:
     """Refuse to mix finished runs made with other :data:`RUN_SETTINGS` into this benchmark: every
     run in ``out`` is checked, planned or not, since they share ``references.json``. Under the
-    ``auto`` preset a run is checked against the settings of its env and mode (:func:`run_settings`)."""
+    ``auto`` preset a run is checked against the settings of its env (:func:`run_settings`)."""
     for path in sorted((out / "runs").glob("*.json")):
         record = read_json(path, _RUN_REMEDY)
         saved = record.get("settings") if isinstance(record, dict) else None
         if not isinstance(saved, dict):
             raise ValueError(f"{path} is not an rla bench run (no settings); {_RUN_REMEDY}")
-        spec = record.get("spec")
-        ours = settings
-        if settings.preset == "auto" and isinstance(spec, dict) and {"env", "mode"} <= set(spec):
-            ours = run_settings(settings, RunSpec(spec["env"], spec["mode"], "", 0))
-        current = json.loads(json.dumps({k: getattr(ours, k) for k in RUN_SETTINGS}))
+        known = record.get("spec")
+        spec = None
+        if isinstance(known, dict) and {"env", "mode"} <= set(known):
+            spec = RunSpec(str(known["env"]), str(known["mode"]), "", 0)
         older = {key: saved[same] for key, same in UNSAVED_SAME_AS.items() if same in saved}
         saved = {**UNSAVED_DEFAULTS, **older, **saved}
-        differ = sorted(k for k in RUN_SETTINGS if saved.get(k) != current[k])
+        differ = _differing(saved, settings, spec)
         if differ:
-            hint = ""
-            if (settings.preset == "auto") != (saved.get("preset", "") == "auto"):
-                hint = (
-                    " (runs made without the auto preset, rla bench's default: add --preset '')"
-                    if settings.preset == "auto"
-                    else " (runs made with the auto preset, rla bench's default: give it)"
-                )
+            # name the preset only where the other choice would resume the run
+            hint, plain = "", dataclasses.replace(settings, preset="")
+            if settings.preset == "auto" and not _differing(saved, plain, spec):
+                hint = " (made without the auto preset, rla bench's default: add --preset '')"
+            elif settings.preset != "auto" and not _differing(
+                saved, dataclasses.replace(settings, preset="auto"), spec
+            ):
+                hint = " (made under rla bench's default preset, auto: leave out --preset and --algo)"
             raise ValueError(
                 f"{out} holds runs made with other settings ({', '.join(differ)}, e.g. {path.name}){hint}; "
                 "use the same settings to resume, or another --out"
@@ -689,13 +705,24 @@ def check_out(out: Path, settings: BenchSettings) -> list[Any]:
     return log
 
 
+def resolve_settings(settings: BenchSettings) -> BenchSettings:
+    """``settings`` with its config file read and its preset applied, as ``rla bench`` does: what
+    the file sets counts as given, like a field set away from its default (so a file's
+    ``algo = "ppo"`` keeps PPO under ``auto``)."""
+    in_file = set(read_settings_file(settings.config, type(settings))) if settings.config else set()
+    settings = load_config(settings)
+    defaults = dataclasses.asdict(type(settings)())
+    given = in_file | {key for key, value in dataclasses.asdict(settings).items() if value != defaults[key]}
+    return apply_preset(settings, given)
+
+
 def bench(settings: BenchSettings) -> dict[str, Any]:
     """Run every pending run of the benchmark, then write the report; returns the summary."""
     from tqdm import tqdm
 
     from agents.bench_report import write_report
 
-    settings = apply_preset(load_config(settings))
+    settings = resolve_settings(settings)
     validate(settings)
     out = Path(settings.out)
     log_path = out / "invocations.json"
@@ -704,11 +731,7 @@ def bench(settings: BenchSettings) -> dict[str, Any]:
     specs = plan(settings)
     pending = [s for s in specs if not (out / "runs" / f"{s.run_id}.json").exists()]
     skipped = [s.run_id for s in specs if s not in pending]
-    twins = {
-        s: twin
-        for s in pending
-        if (twin := same_run_as(s, specs)) is not None and run_settings(settings, s) == run_settings(settings, twin)
-    }  # under auto, env/fixed (lambda 0) is not reward/fixed (lambda 1) on the envs it tunes
+    twins = {s: twin for s in pending if (twin := same_run_as(s, specs)) is not None}
     pending = [s for s in pending if s not in twins]
     if skipped:
         print(f"rla bench: {len(skipped)} finished run(s) in {out} are kept: {', '.join(skipped)}")
@@ -723,6 +746,9 @@ def bench(settings: BenchSettings) -> dict[str, Any]:
         "date": time.strftime("%Y-%m-%d %H:%M"),
         "versions": versions(),
     }  # fmt: skip
+    if settings.preset == "auto":  # each run's record holds its settings; here, what auto changed
+        chosen = {e: run_settings(settings, RunSpec(e, "env", "", 0)) for e in settings.envs}
+        entry["auto"] = {e: {"algo": s.algo, "lam": s.lam} for e, s in chosen.items()}
     log.append(entry)
     write_json_atomic(log_path, log)
     try:

@@ -164,8 +164,14 @@ def summarize(runs: list[dict[str, Any]], references: dict[str, Any] | None = No
             cell["auc_normalised"].append(
                 _normalised_auc({**own[0], "evaluations": [{"success": reference["random"]}]}, references)
             )
+    env_lambda: dict[str, list[float]] = defaultdict(list)  # mode env's lambda per env, as run
+    for run in runs:
+        lam = float(run.get("settings", {}).get("lam", 1.0))
+        if run["spec"]["mode"] == "env" and lam not in env_lambda[run["spec"]["env"]]:
+            env_lambda[run["spec"]["env"]].append(lam)
     return {
         **comparisons(runs, references),
+        "env_lambda": {env: sorted(values) for env, values in sorted(env_lambda.items())},
         "ablation": {k: ablation[k] for k in (*ROW_ORDER, *sorted(ablation)) if k in ablation},
         "strategies": dict(sorted(strategies.items(), key=lambda kv: -np.nan_to_num(kv[1]["in_domain"][0]))),
         "per_env": {
@@ -261,10 +267,15 @@ def markdown(summary: dict[str, Any]) -> str:
             f"{_cell(row.get('normalised', (math.nan,) * 3))} | {rm_text} | {row['runs']} |"
         )
     if summary["strategies"]:  # a bench of fixed-env rows only has no strategy table
+        lambdas = summary.get("env_lambda", {})
+        full = all(value > 0 for values in lambdas.values() for value in values)
+        heading = "## Curriculum strategies under the full loop" if full else "## Curriculum strategies"
+        lines += ["", heading, ""]
+        if not full:  # say which envs ran the curriculum alone (rla bench --preset auto does, on some)
+            per_env = "; ".join(f"{env} {', '.join(f'{v:g}' for v in vs)}" for env, vs in lambdas.items())
+            lines += [f"Lambda, the PRM votes' weight in the reward (0: the curriculum alone): {per_env}."]
+            lines.append("")
         lines += [
-            "",
-            "## Curriculum strategies under the full loop",
-            "",
             "| strategy | in-domain success, IQM [95% CI] | OOD success | normalised area, IQM [95% CI] "
             f"| final training difficulty | training success (last {TRAIN_WINDOW} rollouts) | runs |",
             "|---|---|---|---|---:|---:|---:|",

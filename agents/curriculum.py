@@ -223,7 +223,10 @@ class MaskedSamples:
     rollouts out of the policy update: robust PLR's new levels, learnability's candidate
     rollouts. ``sample_mask`` (n_steps, n_envs) is set after the rollout and cleared by
     ``reset``. A rollout with no trained-on step yields one batch with zero advantages and
-    returns equal to the old values, so the losses and their gradients are zero.
+    returns equal to the old values, so the losses and their gradients are zero. No minibatch
+    holds a single sample (a remainder of one joins the batch before it; a rollout with one
+    trained-on step counts as one with none): MaskablePPO normalises each minibatch's advantages
+    without SB3 PPO's guard, and the standard deviation of one sample is NaN.
     """
 
     sample_mask: np.ndarray | None = None
@@ -239,14 +242,17 @@ class MaskedSamples:
             return
         next(inner, None)  # SB3 flattens the buffer's arrays lazily, on the first draw
         keep = np.flatnonzero(self.sample_mask.swapaxes(0, 1).reshape(-1))  # SB3's flattened order
-        if keep.size == 0:
+        if keep.size <= 1:
             samples = self._get_samples(np.arange(self.sample_mask.size))  # type: ignore[attr-defined]
             yield samples._replace(advantages=samples.advantages * 0, returns=samples.old_values)
             return
         order = keep[np.random.permutation(keep.size)]  # noqa: NPY002  (SB3 shuffles with it too)
-        size = batch_size or keep.size
-        for start in range(0, order.size, size):
-            yield self._get_samples(order[start : start + size])  # type: ignore[attr-defined]
+        size = max(batch_size or keep.size, 2)
+        starts = list(range(0, order.size, size))
+        if order.size - starts[-1] == 1 and len(starts) > 1:  # a remainder of one joins the batch before
+            starts.pop()
+        for start, end in zip(starts, [*starts[1:], order.size], strict=True):
+            yield self._get_samples(order[start:end])  # type: ignore[attr-defined]
 
 
 def masked_buffer_class(base: type) -> type:

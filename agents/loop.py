@@ -80,8 +80,8 @@ SettingsT = TypeVar("SettingsT")
 
 
 def auto_bundle(env: str, mode: str = "env") -> dict[str, Any]:
-    """The settings ``auto`` gives a run on ``env`` in ``mode``: the env's entry of
-    :data:`AUTO_PRESETS` (empty for TextNav), lambda only in mode ``env``."""
+    """The settings ``auto`` gives one run (``rla train``) on ``env`` in ``mode``: the env's entry
+    of :data:`AUTO_PRESETS` (empty for TextNav), lambda only in mode ``env``."""
     bundle = dict(AUTO_PRESETS.get(env, {}))
     if mode != "env":  # lambda 0 is the curriculum alone; the other modes test the votes
         bundle.pop("lam", None)
@@ -95,8 +95,8 @@ def apply_preset(settings: SettingsT, given: Collection[str] | None = None) -> S
     field that differs from its default. The command line passes the flags it saw.
 
     ``auto`` on a benchmark (settings with ``envs``) stays ``auto`` for its runs to resolve, one
-    env at a time (:func:`agents.bench.run_settings`); it is dropped when ``algo`` is given, and a
-    given ``lam`` without ``algo`` is refused where it would be overridden.
+    env at a time (:func:`agents.bench.run_settings`); ``algo`` given drops it, and a ``lam`` given
+    without it is refused where ``auto`` would set lambda (a comparison of strategies alone).
 
     Examples:
         >>> fast = apply_preset(LoopSettings(preset="fast", n_envs=64))
@@ -121,12 +121,13 @@ def apply_preset(settings: SettingsT, given: Collection[str] | None = None) -> S
         bundle = PRESETS[name]
     elif explicit("algo"):  # the measured pair, or nothing: another trainer keeps the loop's defaults
         bundle = {}
-    elif not per_env:  # a benchmark: each run takes its env's bundle
-        if explicit("lam") and any(env in AUTO_PRESETS for env in getattr(settings, "envs")):
+    elif not per_env:  # a benchmark: each run takes its env's settings (agents.bench.run_settings)
+        bench: Any = settings
+        tuned = [env for env in bench.envs if "lam" in AUTO_PRESETS.get(env, {})]
+        if explicit("lam") and tuned and tuple(bench.modes) == ("env",):
             raise ValueError(
-                f"lam {getattr(settings, 'lam')!r} with preset 'auto': on "
-                f"{', '.join(e for e in getattr(settings, 'envs') if e in AUTO_PRESETS)} auto sets the algo "
-                "and lambda 0 in mode env; give --algo with --lam, or --preset ''"
+                f"lam {bench.lam!r} with preset 'auto': comparing strategies on "
+                f"{', '.join(tuned)}, auto sets lambda 0 there; give --algo with --lam, or --preset ''"
             )
         return settings
     else:

@@ -293,22 +293,44 @@ def test_resuming_into_runs_made_with_other_settings_is_refused(tmp_path: Path) 
 
 
 def test_the_auto_preset_gives_each_run_the_settings_of_its_env() -> None:
-    """``rla bench``'s default preset: runs on the GUI, Household and Reason train MaskablePPO,
-    in mode env with the curriculum alone (lambda 0); TextNav runs keep the bench's algo and
-    lambda; resuming checks each run against its own env's settings."""
+    """``rla bench``'s default preset: runs on the GUI, Household and Reason train MaskablePPO;
+    comparing strategies alone (modes env) they run the curriculum alone (lambda 0), in an
+    ablation the bench's lambda (its + Env row is the full loop); TextNav runs keep the bench's
+    algo and lambda. Other presets still reach the loop, which applies them."""
     from agents.bench import BenchCommandSettings, loop_settings, run_settings
     from agents.loop import apply_preset
 
     assert BenchCommandSettings().preset == "auto" and BenchSettings().preset == ""  # Python: none
     envs = ("RLA-TextNav-v0", "RLA-GUI-v1", "RLA-Household-v0", "RLA-Reason-v0")
-    settings = apply_preset(BenchSettings(preset="auto", envs=envs, modes=("env", "reward")))
-    got = {(s.env, s.mode): loop_settings(settings, s) for s in plan(dataclasses.replace(settings, seeds=1))}
-    for (env, mode), loop in got.items():
-        expected = ("ppo", 1.0) if env == "RLA-TextNav-v0" else ("maskable-ppo", 0.0 if mode == "env" else 1.0)
-        assert (loop.algo, loop.lam, loop.preset) == (*expected, ""), (env, mode)
-    validate(settings)
-    gui = RunSpec("RLA-GUI-v1", "env", "uniform", 3)
-    assert run_settings(settings, gui).preset == "auto"  # the record says which preset gave them
+    for modes, tuned_lam in ((("env",), 0.0), (("env", "reward"), 1.0)):
+        settings = apply_preset(BenchSettings(preset="auto", envs=envs, modes=modes))
+        for spec in plan(dataclasses.replace(settings, seeds=1)):
+            loop = loop_settings(settings, spec)
+            expected = ("ppo", 1.0) if spec.env == "RLA-TextNav-v0" else ("maskable-ppo", tuned_lam)
+            assert (loop.algo, loop.lam, loop.preset) == (*expected, ""), spec
+        validate(settings)
+    assert run_settings(settings, RunSpec("RLA-GUI-v1", "env", "uniform", 3)).preset == "auto"  # recorded
+    # fast and lean reach the loop, which applies them (a caller may not have)
+    spec = RunSpec("RLA-TextNav-v0", "env", "uniform", 0)
+    fast = apply_preset(loop_settings(BenchSettings(preset="fast"), spec))
+    assert (fast.vec_env, fast.n_envs, fast.encoder) == ("batched", 128, "flatten-small")
+
+
+def test_a_config_file_counts_as_given_in_python_as_on_the_command_line(tmp_path: Path) -> None:
+    """``bench()`` resolves settings as ``rla bench`` does: a file's ``algo = "ppo"`` keeps PPO
+    under auto, and a file's ``preset = ""`` overrides ``BenchCommandSettings``' auto."""
+    from agents.bench import BenchCommandSettings, resolve_settings
+
+    ppo = tmp_path / "ppo.toml"
+    ppo.write_text('envs = ["RLA-GUI-v1"]\npreset = "auto"\nalgo = "ppo"\n')
+    plain = tmp_path / "plain.toml"
+    plain.write_text('envs = ["RLA-GUI-v1"]\npreset = ""\n')
+    for config in (ppo, plain):
+        for cls in (BenchSettings, BenchCommandSettings):
+            settings = resolve_settings(cls(config=str(config)))
+            assert (type(settings), settings.preset, settings.algo) == (cls, "", "ppo"), (config.name, cls)
+    auto = resolve_settings(BenchCommandSettings(envs=("RLA-GUI-v1",)))
+    assert (auto.preset, auto.algo) == ("auto", "ppo")  # the runs resolve it: MaskablePPO on the GUI
 
 
 def test_resuming_under_auto_compares_each_run_with_its_env(tmp_path: Path) -> None:
@@ -321,37 +343,72 @@ def test_resuming_under_auto_compares_each_run_with_its_env(tmp_path: Path) -> N
     )
     (tmp_path / "runs").mkdir()
     for spec in plan(settings):
-        record = {"spec": dataclasses.asdict(spec), "settings": dataclasses.asdict(run_settings(settings, spec))}
+        made = dataclasses.asdict(run_settings(settings, spec))
+        record = {"spec": dataclasses.asdict(spec), "settings": made}
         write_json_atomic(tmp_path / "runs" / f"{spec.run_id}.json", record)
     check_resumable(tmp_path, settings)  # each run made with its env's settings: fine
-    with pytest.raises(ValueError, match=r"other settings \(algo, lam, e.g. RLA-GUI-v1.*the auto preset, .*give it"):
-        check_resumable(tmp_path, dataclasses.replace(settings, preset=""))
+    plain = dataclasses.replace(settings, preset="")
+    with pytest.raises(
+        ValueError, match=r"other settings \(algo, lam, e.g. RLA-GUI-v1.*auto: leave out --preset"
+    ):
+        check_resumable(tmp_path, plain)
     gui = tmp_path / "runs" / "RLA-GUI-v1__env__uniform__s0.json"
-    plain = dataclasses.asdict(dataclasses.replace(settings, preset=""))  # made before auto
-    write_json_atomic(gui, {"spec": json.loads(gui.read_text())["spec"], "settings": plain})
-    with pytest.raises(ValueError, match=r"other settings \(algo, lam, e.g. RLA-GUI-v1.*add --preset ''"):
-        check_resumable(tmp_path, settings)
-    check_resumable(tmp_path, dataclasses.replace(settings, preset=""))  # --preset '' resumes them
+    spec = json.loads(gui.read_text())["spec"]
+    for made, hint in ((plain, "add --preset ''"), (dataclasses.replace(plain, algo="a2c"), None)):
+        write_json_atomic(gui, {"spec": spec, "settings": dataclasses.asdict(made)})
+        with pytest.raises(ValueError, match=r"other settings \(algo, lam, e.g. RLA-GUI-v1") as error:
+            check_resumable(tmp_path, settings)
+        message = str(error.value)
+        assert (hint in message) if hint else "preset" not in message  # only a fix that works
+    write_json_atomic(gui, {"spec": spec, "settings": dataclasses.asdict(plain)})
+    check_resumable(tmp_path, plain)  # --preset '' resumes runs made without auto
 
 
 @pytest.mark.slow
 def test_rla_bench_trains_each_env_with_its_auto_settings(tmp_path: Path) -> None:
-    """By default (``--preset auto``) a GUI run trains MaskablePPO and records it; the full loop
-    with the fixed strategy is not + Reward there (lambda 0 against 1), so both are trained."""
+    """By default (``--preset auto``) GUI runs train MaskablePPO and record it: in an ablation at
+    the bench's lambda (mode env/fixed is still + Reward's twin, copied), comparing strategies
+    at lambda 0, which the report names; a resume with other settings is refused."""
     out = tmp_path / "bench"
     args = ["bench", "--envs", "RLA-GUI-v1", "--strategies", "fixed", "--modes", "reward", "env",
             "--seeds", "1", "--out", str(out), *TINY]  # fmt: skip
     assert main(args) == 0
     (entry,) = json.loads((out / "invocations.json").read_text())
-    assert entry["ran"] == 2 and entry["copied"] == [] and entry["settings"]["preset"] == "auto"
-    for mode, lam in (("env", 0.0), ("reward", 1.0)):
-        record = json.loads((out / "runs" / f"RLA-GUI-v1__{mode}__fixed__s0.json").read_text())
-        assert (record["settings"]["algo"], record["settings"]["lam"], record["settings"]["preset"]) == (
-            "maskable-ppo", lam, "auto"
-        )
+    assert (entry["ran"], entry["copied"]) == (1, ["RLA-GUI-v1__env__fixed__s0"])
+    assert (entry["settings"]["preset"], entry["auto"]) == (
+        "auto",
+        {"RLA-GUI-v1": {"algo": "maskable-ppo", "lam": 1.0}},
+    )
+    record = json.loads((out / "runs" / "RLA-GUI-v1__reward__fixed__s0.json").read_text())
+    assert (record["settings"]["algo"], record["settings"]["lam"], record["settings"]["preset"]) == (
+        "maskable-ppo", 1.0, "auto"
+    )  # fmt: skip
+    assert "## Curriculum strategies under the full loop" in (out / "summary.md").read_text()
     assert main(args) == 0  # resumes: every run is kept
     assert json.loads((out / "invocations.json").read_text())[1]["ran"] == 0
-    assert main([*args, "--lam", "0.5"]) == 2  # a lambda auto would override is refused
+    assert main([*args, "--preset", ""]) == 2  # runs made with MaskablePPO: refused
+    alone = tmp_path / "alone"  # strategies alone: the curriculum alone, and the report says so
+    assert (
+        main(
+            [
+                "bench",
+                "--envs",
+                "RLA-GUI-v1",
+                "--strategies",
+                "uniform",
+                "--seeds",
+                "1",
+                "--out",
+                str(alone),
+                *TINY,
+            ]
+        )
+        == 0
+    )
+    record = json.loads((alone / "runs" / "RLA-GUI-v1__env__uniform__s0.json").read_text())
+    assert (record["settings"]["algo"], record["settings"]["lam"]) == ("maskable-ppo", 0.0)
+    summary = (alone / "summary.md").read_text()
+    assert "## Curriculum strategies\n" in summary and "(0: the curriculum alone): RLA-GUI-v1 0." in summary
 
 
 @pytest.mark.parametrize(

@@ -405,9 +405,21 @@ def test_masked_buffer_yields_only_the_trained_on_samples() -> None:
     buffer.sample_mask = mask
     actions = sorted(int(a) for batch in buffer.get(3) for a in batch.actions.flatten())
     assert actions == [20, 30, 40, 61]
+    # no minibatch of one sample: MaskablePPO normalises each one's advantages, and one's std is NaN
+    assert [len(batch.actions) for batch in buffer.get(3)] == [4]  # 3 + a remainder of 1
+    mask[7, 1] = True
+    assert sorted(len(batch.actions) for batch in buffer.get(2)) == [2, 3]
+    for batch in buffer.get(2):
+        advantages = batch.advantages
+        assert torch.isfinite((advantages - advantages.mean()) / (advantages.std() + 1e-8)).all()
     buffer.sample_mask = np.zeros((8, 2), dtype=bool)  # nothing to train on: zero advantages
     (batch,) = list(buffer.get(3))
     assert torch.all(batch.advantages == 0) and torch.equal(batch.returns, batch.old_values)
+    one = np.zeros((8, 2), dtype=bool)
+    one[3, 1] = True  # one trained-on step counts as none
+    buffer.sample_mask = one
+    (batch,) = list(buffer.get(3))
+    assert len(batch.actions) == 16 and torch.all(batch.advantages == 0)
     buffer.reset()
     assert buffer.sample_mask is None
 
@@ -555,17 +567,20 @@ def test_the_auto_preset_picks_settings_by_env_and_keeps_those_given() -> None:
     assert apply_preset(BenchSettings(preset="auto", envs=("RLA-GUI-v1",))).preset == "auto"
     assert apply_preset(BenchSettings(preset="auto", envs=("RLA-GUI-v1",), algo="grpo")).preset == ""
     assert apply_preset(BenchSettings(preset="auto", algo="ppo"), {"algo"}).preset == ""
-    assert apply_preset(BenchSettings(preset="auto", lam=0.5)).lam == 0.5  # TextNav only: nothing to set
-    envs = ("RLA-TextNav-v0", "RLA-GUI-v1")
-    for lam, given in ((0.5, None), (1.0, {"lam"})):  # a lambda auto would override is refused, named
-        with pytest.raises(ValueError, match=rf"lam {lam} with preset 'auto': on RLA-GUI-v1 .* --preset ''"):
-            apply_preset(BenchSettings(preset="auto", envs=envs, lam=lam), given)
+    ablation = BenchSettings(preset="auto", envs=("RLA-GUI-v1",), modes=("env", "reward"), lam=0.5)
+    assert apply_preset(ablation, {"lam", "modes"}).lam == 0.5  # an ablation keeps its lambda
+    assert apply_preset(BenchSettings(preset="auto", lam=0.5), {"lam"}).lam == 0.5  # TextNav: untouched
+    for lam, given in ((0.5, None), (1.0, {"lam"})):  # a lambda auto would set (strategies alone): named
+        with pytest.raises(
+            ValueError, match=rf"lam {lam} with preset 'auto': .* on RLA-GUI-v1, .*--preset ''"
+        ):
+            apply_preset(BenchSettings(preset="auto", envs=("RLA-TextNav-v0", "RLA-GUI-v1"), lam=lam), given)
 
     @dataclasses.dataclass
     class Other:
         preset: str = "auto"
 
-    with pytest.raises(ValueError, match="preset 'auto' picks settings by env: for runs on an env, not Other"):
+    with pytest.raises(ValueError, match="picks settings by env: for runs on an env, not Other"):
         apply_preset(Other())
     with pytest.raises(ValueError, match=r"preset must be one of \('auto', 'fast', 'lean'\)"):
         apply_preset(LoopSettings(preset="Auto"))
