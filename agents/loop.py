@@ -238,6 +238,14 @@ def validate_settings(settings: LoopSettings) -> None:
             raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
     if settings.algo not in ALGOS:
         raise ValueError(f"algo must be one of {ALGOS}, got {settings.algo!r}")
+    rollout = settings.n_steps * settings.n_envs
+    if settings.algo == "maskable-ppo" and settings.batch_size and rollout % settings.batch_size == 1:
+        # MaskablePPO normalises each minibatch's advantages without PPO's guard: one sample is NaN
+        raise ValueError(
+            f"batch_size {settings.batch_size} leaves a minibatch of one sample from rollouts of "
+            f"n_steps * n_envs = {rollout}, whose advantages MaskablePPO cannot normalise; choose "
+            "another batch_size"
+        )
     if isinstance(settings.history, bool) or not isinstance(settings.history, int) or settings.history < 0:
         raise ValueError(f"history must be an integer >= 0 (0: no history), got {settings.history!r}")
     if settings.algo in GROUP_ALGOS:

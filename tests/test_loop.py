@@ -90,6 +90,18 @@ def test_loop_runs_on_other_on_policy_algorithms(algo: str, encoder: str) -> Non
     assert model.num_timesteps >= 512 and {"rm/balance", "rm/p_over"} <= set(callback.history[-1])
 
 
+def test_maskable_ppo_refuses_a_minibatch_of_one_sample() -> None:
+    """MaskablePPO normalises a minibatch's advantages without SB3 PPO's one-sample guard: a
+    rollout that leaves one sample over would train on NaN, so the settings are refused."""
+    from agents.loop import validate_settings
+
+    settings = LoopSettings(algo="maskable-ppo", n_envs=3, n_steps=43, batch_size=64, device="cpu")
+    with pytest.raises(ValueError, match="batch_size 64 leaves a minibatch of one sample .* = 129"):
+        validate_settings(settings)
+    validate_settings(dataclasses.replace(settings, algo="ppo"))  # PPO skips normalising one sample
+    validate_settings(dataclasses.replace(settings, n_steps=44))  # a remainder of 4 is fine
+
+
 def test_auto_encoder_is_lookup_lite_except_on_reason() -> None:
     from agents.loop import validate_settings
     from agents.train import TrainSettings
