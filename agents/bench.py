@@ -661,6 +661,7 @@ def check_resumable(out: Path, settings: BenchSettings) -> None:
     """Refuse to mix finished runs made with other :data:`RUN_SETTINGS` into this benchmark: every
     run in ``out`` is checked, planned or not, since they share ``references.json``. Under the
     ``auto`` preset a run is checked against the settings of its env (:func:`run_settings`)."""
+    runs: list[tuple[Path, dict[str, Any], RunSpec | None]] = []
     for path in sorted((out / "runs").glob("*.json")):
         record = read_json(path, _RUN_REMEDY)
         saved = record.get("settings") if isinstance(record, dict) else None
@@ -671,21 +672,33 @@ def check_resumable(out: Path, settings: BenchSettings) -> None:
         if isinstance(known, dict) and {"env", "mode"} <= set(known):
             spec = RunSpec(str(known["env"]), str(known["mode"]), "", 0)
         older = {key: saved[same] for key, same in UNSAVED_SAME_AS.items() if same in saved}
-        saved = {**UNSAVED_DEFAULTS, **older, **saved}
+        runs.append((path, {**UNSAVED_DEFAULTS, **older, **saved}, spec))
+    for path, saved, spec in runs:
         differ = _differing(saved, settings, spec)
         if differ:
-            # name the preset only where the other choice would resume the run
-            hint, plain = "", dataclasses.replace(settings, preset="")
-            if settings.preset == "auto" and not _differing(saved, plain, spec):
-                hint = " (made without the auto preset, rla bench's default: add --preset '')"
-            elif settings.preset != "auto" and not _differing(
-                saved, dataclasses.replace(settings, preset="auto"), spec
-            ):
-                hint = " (made under rla bench's default preset, auto: leave out --preset and --algo)"
+            hint = ""
+            other, fix = _other_preset(settings)
+            if all(not _differing(s, other, sp) for _, s, sp in runs):  # name a fix only if it works
+                made = "without" if settings.preset == "auto" else "under"
+                hint = f" (made {made} rla bench's default preset, auto: {fix})"
             raise ValueError(
                 f"{out} holds runs made with other settings ({', '.join(differ)}, e.g. {path.name}){hint}; "
                 "use the same settings to resume, or another --out"
             )
+
+
+def _other_preset(settings: BenchSettings) -> tuple[BenchSettings, str]:
+    """The settings the command line would give with ``auto`` switched (off, or back on with the
+    flags it refuses or overrides left out), and what to change to get them."""
+    if settings.preset == "auto":
+        return dataclasses.replace(settings, preset=""), "add --preset ''"
+    defaults = BenchSettings()
+    other = dataclasses.replace(settings, preset="auto", algo=defaults.algo)
+    try:
+        apply_preset(other, {"lam"} if settings.lam != defaults.lam else set())
+    except ValueError:  # a lambda auto sets on these runs: leave it out too
+        return dataclasses.replace(other, lam=defaults.lam), "leave out --preset, --algo and --lam"
+    return other, "leave out --preset and --algo"
 
 
 def check_out(out: Path, settings: BenchSettings) -> list[Any]:

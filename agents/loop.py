@@ -123,7 +123,7 @@ def apply_preset(settings: SettingsT, given: Collection[str] | None = None) -> S
         bundle = {}
     elif not per_env:  # a benchmark: each run takes its env's settings (agents.bench.run_settings)
         bench: Any = settings
-        tuned = [env for env in bench.envs if "lam" in AUTO_PRESETS.get(env, {})]
+        tuned = [env for env in bench.envs if AUTO_PRESETS.get(env, {}).get("lam", bench.lam) != bench.lam]
         if explicit("lam") and tuned and tuple(bench.modes) == ("env",):
             raise ValueError(
                 f"lam {bench.lam!r} with preset 'auto': comparing strategies on "
@@ -238,13 +238,13 @@ def validate_settings(settings: LoopSettings) -> None:
             raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
     if settings.algo not in ALGOS:
         raise ValueError(f"algo must be one of {ALGOS}, got {settings.algo!r}")
-    rollout = settings.n_steps * settings.n_envs
-    if settings.algo == "maskable-ppo" and settings.batch_size and rollout % settings.batch_size == 1:
+    rollout, batch = settings.n_steps * settings.n_envs, settings.batch_size or settings.n_steps
+    if settings.algo == "maskable-ppo" and (batch == 1 or rollout % batch == 1):
         # MaskablePPO normalises each minibatch's advantages without PPO's guard: one sample is NaN
         raise ValueError(
-            f"batch_size {settings.batch_size} leaves a minibatch of one sample from rollouts of "
-            f"n_steps * n_envs = {rollout}, whose advantages MaskablePPO cannot normalise; choose "
-            "another batch_size"
+            f"minibatches of {batch} (batch_size {settings.batch_size}, 0: n_steps) leave a "
+            f"minibatch of one sample from rollouts of n_steps * n_envs = {rollout}, whose "
+            "advantages MaskablePPO cannot normalise; choose another batch_size"
         )
     if isinstance(settings.history, bool) or not isinstance(settings.history, int) or settings.history < 0:
         raise ValueError(f"history must be an integer >= 0 (0: no history), got {settings.history!r}")

@@ -349,9 +349,11 @@ def test_resuming_under_auto_compares_each_run_with_its_env(tmp_path: Path) -> N
     check_resumable(tmp_path, settings)  # each run made with its env's settings: fine
     plain = dataclasses.replace(settings, preset="")
     with pytest.raises(
-        ValueError, match=r"other settings \(algo, lam, e.g. RLA-GUI-v1.*auto: leave out --preset"
+        ValueError, match=r"\(algo, lam, e.g. RLA-GUI-v1.*auto: leave out --preset and --algo\)"
     ):
         check_resumable(tmp_path, plain)
+    with pytest.raises(ValueError, match=r"auto: leave out --preset, --algo and --lam\)"):  # lam too
+        check_resumable(tmp_path, dataclasses.replace(plain, lam=0.5))
     gui = tmp_path / "runs" / "RLA-GUI-v1__env__uniform__s0.json"
     spec = json.loads(gui.read_text())["spec"]
     for made, hint in ((plain, "add --preset ''"), (dataclasses.replace(plain, algo="a2c"), None)):

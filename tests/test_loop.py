@@ -96,8 +96,11 @@ def test_maskable_ppo_refuses_a_minibatch_of_one_sample() -> None:
     from agents.loop import validate_settings
 
     settings = LoopSettings(algo="maskable-ppo", n_envs=3, n_steps=43, batch_size=64, device="cpu")
-    with pytest.raises(ValueError, match="batch_size 64 leaves a minibatch of one sample .* = 129"):
+    with pytest.raises(ValueError, match=r"minibatches of 64 \(batch_size 64, .* one sample .* = 129"):
         validate_settings(settings)
+    for changes in ({"batch_size": 1, "n_steps": 8}, {"batch_size": 0, "n_steps": 1}):  # every one of one
+        with pytest.raises(ValueError, match="minibatches of 1 "):
+            validate_settings(dataclasses.replace(settings, **changes))
     validate_settings(dataclasses.replace(settings, algo="ppo"))  # PPO skips normalising one sample
     validate_settings(dataclasses.replace(settings, n_steps=44))  # a remainder of 4 is fine
 
@@ -582,6 +585,8 @@ def test_the_auto_preset_picks_settings_by_env_and_keeps_those_given() -> None:
     ablation = BenchSettings(preset="auto", envs=("RLA-GUI-v1",), modes=("env", "reward"), lam=0.5)
     assert apply_preset(ablation, {"lam", "modes"}).lam == 0.5  # an ablation keeps its lambda
     assert apply_preset(BenchSettings(preset="auto", lam=0.5), {"lam"}).lam == 0.5  # TextNav: untouched
+    both = BenchSettings(preset="auto", envs=("RLA-TextNav-v0", "RLA-GUI-v1"), lam=0.0)
+    assert apply_preset(both, {"lam"}).lam == 0.0  # the lambda auto sets anyway: every run at 0
     for lam, given in ((0.5, None), (1.0, {"lam"})):  # a lambda auto would set (strategies alone): named
         with pytest.raises(
             ValueError, match=rf"lam {lam} with preset 'auto': .* on RLA-GUI-v1, .*--preset ''"
