@@ -33,7 +33,7 @@ import numpy as np
 from agents.atomic import read_json, write_text_atomic
 from agents.evaluation import DENSE_LEVELS
 from agents.fields import described
-from agents.loop import ALGOS, AUTO_PRESETS, LoopSettings, apply_preset, from_loop, validate_settings
+from agents.loop import ALGOS, BENCH_AUTO_PRESETS, LoopSettings, apply_preset, from_loop, validate_settings
 from agents.loop_runtime import MODE_FLAGS, MODES
 from rla_gym.core import HELDOUT_SEED_START, check_difficulty
 
@@ -124,10 +124,10 @@ class BenchCommandSettings(BenchSettings):
 
     preset: str = described(
         "auto",
-        "settings bundle: auto (the default: without --algo, runs on the GUI, Household and Reason "
-        "train MaskablePPO, and with --modes env alone at lambda 0; TextNav runs keep --algo and "
-        "--lam), fast (PPO on 128 batched envs), lean (the lean batched-ppo), '' (none); flags "
-        "given with it win",
+        "settings bundle: auto (the default: without --algo, every run on the suite's envs trains "
+        "MaskablePPO, and with --modes env alone at lambda 0, the curriculum alone), fast (PPO on 128 "
+        "batched envs), lean (the lean batched-ppo), '' (none: --algo, default ppo); flags given "
+        "with it win",
     )
 
 
@@ -278,11 +278,11 @@ def plan(settings: BenchSettings) -> list[RunSpec]:
 
 def run_settings(settings: BenchSettings, spec: RunSpec) -> BenchSettings:
     """The bench's settings as one run uses and records them. Under the ``auto`` preset a run on
-    an env of :data:`agents.loop.AUTO_PRESETS` takes its trainer, and, when the bench compares
-    strategies alone (``modes`` is ``("env",)``), its lambda (0: the curriculum alone, since the
-    votes cost those learners held-out success); an ablation keeps the bench's lambda, so that
-    its ``+ Env`` row stays the full loop."""
-    bundle = AUTO_PRESETS.get(spec.env, {})
+    an env of :data:`agents.loop.BENCH_AUTO_PRESETS` (the suite's) takes its trainer, and, when
+    the bench compares strategies alone (``modes`` is ``("env",)``), its lambda (0: the
+    curriculum alone, since the votes cost those learners held-out success); an ablation keeps
+    the bench's lambda, so that its ``+ Env`` row stays the full loop."""
+    bundle = BENCH_AUTO_PRESETS.get(spec.env, {})
     if settings.preset != "auto" or not bundle:
         return settings
     changes = {"algo": bundle["algo"]}

@@ -7,6 +7,7 @@ import json
 import math
 import os
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -293,10 +294,10 @@ def test_resuming_into_runs_made_with_other_settings_is_refused(tmp_path: Path) 
 
 
 def test_the_auto_preset_gives_each_run_the_settings_of_its_env() -> None:
-    """``rla bench``'s default preset: runs on the GUI, Household and Reason train MaskablePPO;
-    comparing strategies alone (modes env) they run the curriculum alone (lambda 0), in an
-    ablation the bench's lambda (its + Env row is the full loop); TextNav runs keep the bench's
-    algo and lambda. Other presets still reach the loop, which applies them."""
+    """``rla bench``'s default preset: runs on the suite's envs train MaskablePPO; comparing
+    strategies alone (modes env) they run the curriculum alone (lambda 0), in an ablation the
+    bench's lambda (its + Env row is the full loop); an env outside the suite keeps the bench's
+    algo. Other presets still reach the loop, which applies them."""
     from agents.bench import BenchCommandSettings, loop_settings, run_settings
     from agents.loop import apply_preset
 
@@ -306,10 +307,10 @@ def test_the_auto_preset_gives_each_run_the_settings_of_its_env() -> None:
         settings = apply_preset(BenchSettings(preset="auto", envs=envs, modes=modes))
         for spec in plan(dataclasses.replace(settings, seeds=1)):
             loop = loop_settings(settings, spec)
-            expected = ("ppo", 1.0) if spec.env == "RLA-TextNav-v0" else ("maskable-ppo", tuned_lam)
-            assert (loop.algo, loop.lam, loop.preset) == (*expected, ""), spec
+            assert (loop.algo, loop.lam, loop.preset) == ("maskable-ppo", tuned_lam, ""), spec
         validate(settings)
     assert run_settings(settings, RunSpec("RLA-GUI-v1", "env", "uniform", 3)).preset == "auto"  # recorded
+    assert run_settings(settings, RunSpec("RLA-Other-v0", "env", "uniform", 3)).algo == "ppo"
     # fast and lean reach the loop, which applies them (a caller may not have)
     spec = RunSpec("RLA-TextNav-v0", "env", "uniform", 0)
     fast = apply_preset(loop_settings(BenchSettings(preset="fast"), spec))
@@ -354,16 +355,26 @@ def test_resuming_under_auto_compares_each_run_with_its_env(tmp_path: Path) -> N
         check_resumable(tmp_path, plain)
     with pytest.raises(ValueError, match=r"auto: leave out --preset, --algo and --lam\)"):  # lam too
         check_resumable(tmp_path, dataclasses.replace(plain, lam=0.5))
-    gui = tmp_path / "runs" / "RLA-GUI-v1__env__uniform__s0.json"
-    spec = json.loads(gui.read_text())["spec"]
+    paths = sorted((tmp_path / "runs").glob("*.json"))
+
+    def remake(settings_of: Any) -> None:  # every run's record, as made with settings_of(spec)
+        for path in paths:
+            known = json.loads(path.read_text())["spec"]
+            made = dataclasses.asdict(settings_of(RunSpec(**known)))
+            write_json_atomic(path, {"spec": known, "settings": made})
+
     for made, hint in ((plain, "add --preset ''"), (dataclasses.replace(plain, algo="a2c"), None)):
-        write_json_atomic(gui, {"spec": spec, "settings": dataclasses.asdict(made)})
+        remake(lambda _, made=made: made)
         with pytest.raises(ValueError, match=r"other settings \(algo, lam, e.g. RLA-GUI-v1") as error:
             check_resumable(tmp_path, settings)
         message = str(error.value)
         assert (hint in message) if hint else "preset" not in message  # only a fix that works
-    write_json_atomic(gui, {"spec": spec, "settings": dataclasses.asdict(plain)})
+    remake(lambda _: plain)
     check_resumable(tmp_path, plain)  # --preset '' resumes runs made without auto
+    remake(lambda spec: run_settings(settings, spec) if spec.env == "RLA-TextNav-v0" else plain)
+    with pytest.raises(ValueError, match=r"\(algo, lam, e.g. RLA-GUI-v1") as error:  # a mixed folder
+        check_resumable(tmp_path, settings)
+    assert "preset" not in str(error.value)  # neither choice resumes every run: no hint
 
 
 @pytest.mark.slow

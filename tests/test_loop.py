@@ -584,12 +584,13 @@ def test_the_auto_preset_picks_settings_by_env_and_keeps_those_given() -> None:
     assert apply_preset(BenchSettings(preset="auto", algo="ppo"), {"algo"}).preset == ""
     ablation = BenchSettings(preset="auto", envs=("RLA-GUI-v1",), modes=("env", "reward"), lam=0.5)
     assert apply_preset(ablation, {"lam", "modes"}).lam == 0.5  # an ablation keeps its lambda
-    assert apply_preset(BenchSettings(preset="auto", lam=0.5), {"lam"}).lam == 0.5  # TextNav: untouched
+    other = BenchSettings(preset="auto", envs=("RLA-Other-v0",), lam=0.5)  # an env outside the suite
+    assert apply_preset(other, {"lam"}).lam == 0.5
     both = BenchSettings(preset="auto", envs=("RLA-TextNav-v0", "RLA-GUI-v1"), lam=0.0)
     assert apply_preset(both, {"lam"}).lam == 0.0  # the lambda auto sets anyway: every run at 0
     for lam, given in ((0.5, None), (1.0, {"lam"})):  # a lambda auto would set (strategies alone): named
         with pytest.raises(
-            ValueError, match=rf"lam {lam} with preset 'auto': .* on RLA-GUI-v1, .*--preset ''"
+            ValueError, match=rf"lam {lam} with preset 'auto': .*RLA-TextNav-v0, RLA-GUI-v1, .*--preset ''"
         ):
             apply_preset(BenchSettings(preset="auto", envs=("RLA-TextNav-v0", "RLA-GUI-v1"), lam=lam), given)
 
