@@ -67,6 +67,11 @@ UNSAVED_SAME_AS = {"final_eval_episodes": "eval_episodes"}
 RM_SEED_OFFSET = 1_000_000
 
 
+def _field_help(name: str) -> str:
+    """The help text of :class:`~agents.loop.LoopSettings`' field ``name``."""
+    return str({f.name: f for f in dataclasses.fields(LoopSettings)}[name].metadata["help"])
+
+
 @dataclasses.dataclass
 class BenchSettings:
     """Benchmark curriculum strategies and ablation modes: independent runs, held-out evaluation."""
@@ -121,6 +126,13 @@ class BenchSettings:
 @dataclasses.dataclass
 class BenchCommandSettings(BenchSettings):
     """``rla bench``'s settings: :class:`BenchSettings` with the ``auto`` preset by default."""
+
+    algo: str = described(
+        "ppo", f"{_field_help('algo')} (under --preset auto, the default: maskable-ppo on the suite's envs)"
+    )
+    lam: float = described(
+        1.0, f"{_field_help('lam')} (under --preset auto, the default: 0 when --modes is env alone)"
+    )
 
     preset: str = described(
         "auto",

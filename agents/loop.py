@@ -78,7 +78,7 @@ AUTO_PRESETS: dict[str, dict[str, Any]] = {
 #: on every family, where ``rla train`` keeps the paper's loop on TextNav), and lambda 0 when the
 #: bench compares strategies alone. Measured with ``rla bench``'s 50k steps, 3 seeds, in-domain
 #: held-out success (docs/bench.md): TextNav 0.54-0.62 (uniform, task-pool) against 0.20-0.44 for
-#: the bench's PPO; Reason 0.27-0.31 against 0.01-0.08.
+#: PPO (``--preset ''``); Reason 0.27-0.31 against 0.01-0.08.
 BENCH_AUTO_PRESETS: dict[str, dict[str, Any]] = {
     env: {"algo": "maskable-ppo", "lam": 0.0} for env in ("RLA-TextNav-v0", *AUTO_PRESETS)
 }
@@ -105,7 +105,7 @@ def apply_preset(settings: SettingsT, given: Collection[str] | None = None) -> S
 
     ``auto`` on a benchmark (settings with ``envs``) stays ``auto`` for its runs to resolve, one
     env at a time (:func:`agents.bench.run_settings`); ``algo`` given drops it, and a ``lam`` given
-    without it is refused where ``auto`` would set lambda (a comparison of strategies alone).
+    without it is refused where ``auto`` would set another lambda (a comparison of strategies alone).
 
     Examples:
         >>> fast = apply_preset(LoopSettings(preset="fast", n_envs=64))

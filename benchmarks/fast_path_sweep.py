@@ -8,7 +8,7 @@ difficulty (``difficulty = max_difficulty``, 0.25 unless ``--difficulty``) with
 steps/s is env steps over the wall time of ``learn`` (one torch thread, no evaluation inside);
 held-out success afterwards is the stochastic policy's (the primary figure) and the greedy one's
 on 100 held-out tasks at the training difficulty. The first configuration is the baseline
-(``LoopSettings(algo="ppo")``'s defaults, what ``rla bench`` runs); the summary gives every
+(``LoopSettings(algo="ppo")``'s defaults, what ``rla bench --preset ''`` runs); the summary gives every
 configuration's median steps/s as a ratio to the baseline's in the same run, by wall time and
 by the process's CPU time (which other jobs on a shared machine disturb far less). Runs go one
 at a time, seed by seed, the configuration order reversed on every other seed so that a drift

@@ -31,7 +31,8 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: name -> LoopSettings fields; the first is what `rla bench` runs per run on its defaults.
+#: name -> LoopSettings fields; the first is what `rla bench --preset ''` runs per run (its default before
+#: ``--preset auto``, as the label says).
 #: The anchors' PPO settings for many envs (minibatches in the thousands, few epochs, an entropy bonus).
 WIDE = {"algo": "ppo", "n_envs": 64, "n_steps": 128, "batch_size": 2048, "n_epochs": 4, "ent_coef": 0.01}
 #: The fast path chosen by benchmarks/fast_path_sweep.py: learning per step matches the first row.
