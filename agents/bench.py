@@ -67,11 +67,6 @@ UNSAVED_SAME_AS = {"final_eval_episodes": "eval_episodes"}
 RM_SEED_OFFSET = 1_000_000
 
 
-def _field_help(name: str) -> str:
-    """The help text of :class:`~agents.loop.LoopSettings`' field ``name``."""
-    return str({f.name: f for f in dataclasses.fields(LoopSettings)}[name].metadata["help"])
-
-
 @dataclasses.dataclass
 class BenchSettings:
     """Benchmark curriculum strategies and ablation modes: independent runs, held-out evaluation."""
@@ -123,16 +118,18 @@ class BenchSettings:
     plugins: tuple[str, ...] = described((), "modules to import first in every run (e.g. to add strategies)")
 
 
+def _noted(name: str, note: str) -> Any:
+    """:class:`BenchSettings`' field ``name`` (its default and help), with ``note`` added to the help."""
+    field = {f.name: f for f in dataclasses.fields(BenchSettings)}[name]
+    return described(field.default, f"{field.metadata['help']} ({note})")
+
+
 @dataclasses.dataclass
 class BenchCommandSettings(BenchSettings):
     """``rla bench``'s settings: :class:`BenchSettings` with the ``auto`` preset by default."""
 
-    algo: str = described(
-        "ppo", f"{_field_help('algo')} (under --preset auto, the default: maskable-ppo on the suite's envs)"
-    )
-    lam: float = described(
-        1.0, f"{_field_help('lam')} (under --preset auto, the default: 0 when --modes is env alone)"
-    )
+    algo: str = _noted("algo", "under --preset auto, the default: maskable-ppo on the suite's envs")
+    lam: float = _noted("lam", "under --preset auto, the default: 0 when --modes is env alone")
 
     preset: str = described(
         "auto",

@@ -164,11 +164,10 @@ def summarize(runs: list[dict[str, Any]], references: dict[str, Any] | None = No
             cell["auc_normalised"].append(
                 _normalised_auc({**own[0], "evaluations": [{"success": reference["random"]}]}, references)
             )
-    env_lambda: dict[str, list[float]] = defaultdict(list)  # mode env's lambda per env, as run
+    env_lambda: dict[str, set[float]] = defaultdict(set)  # mode env's lambda per env, as run
     for run in runs:
-        lam = float(run.get("settings", {}).get("lam", 1.0))
-        if run["spec"]["mode"] == "env" and lam not in env_lambda[run["spec"]["env"]]:
-            env_lambda[run["spec"]["env"]].append(lam)
+        if run["spec"]["mode"] == "env":
+            env_lambda[run["spec"]["env"]].add(float(run.get("settings", {}).get("lam", 1.0)))
     return {
         **comparisons(runs, references),
         "env_lambda": {env: sorted(values) for env, values in sorted(env_lambda.items())},

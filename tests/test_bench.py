@@ -401,23 +401,9 @@ def test_rla_bench_trains_each_env_with_its_auto_settings(tmp_path: Path) -> Non
     assert json.loads((out / "invocations.json").read_text())[1]["ran"] == 0
     assert main([*args, "--preset", ""]) == 2  # runs made with MaskablePPO: refused
     alone = tmp_path / "alone"  # strategies alone: the curriculum alone, and the report says so
-    assert (
-        main(
-            [
-                "bench",
-                "--envs",
-                "RLA-GUI-v1",
-                "--strategies",
-                "uniform",
-                "--seeds",
-                "1",
-                "--out",
-                str(alone),
-                *TINY,
-            ]
-        )
-        == 0
-    )
+    args = ["bench", "--envs", "RLA-GUI-v1", "--strategies", "uniform", "--seeds", "1",
+            "--out", str(alone), *TINY]  # fmt: skip
+    assert main(args) == 0
     record = json.loads((alone / "runs" / "RLA-GUI-v1__env__uniform__s0.json").read_text())
     assert (record["settings"]["algo"], record["settings"]["lam"]) == ("maskable-ppo", 0.0)
     summary = (alone / "summary.md").read_text()

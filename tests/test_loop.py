@@ -559,7 +559,7 @@ def test_the_fast_preset_builds_the_batched_fast_path_in_the_python_api() -> Non
 def test_the_auto_preset_picks_settings_by_env_and_keeps_those_given() -> None:
     """``auto`` (``rla train``'s default): TextNav keeps the paper's loop; the GUI, Household and
     Reason get MaskablePPO, with the curriculum alone (lambda 0) in mode env only; a trainer given
-    drops the bundle (grpo at lambda 0 was never measured); a bench, over several envs, refuses it."""
+    drops the bundle (grpo at lambda 0 was never measured); a bench keeps it for its runs to resolve."""
     from agents.bench import BenchSettings
     from agents.loop import AUTO_PRESETS, apply_preset
     from agents.train import TrainCommandSettings, TrainSettings
