@@ -89,6 +89,7 @@ class FeedbackVectorWrapper(VectorWrapper):
         self.generator = torch.Generator(device=prm.device).manual_seed(seed) if prm is not None else None
         n = self.num_envs
         self._last = np.zeros((n, 0), dtype=np.int64)
+        self._first = self._last  # each running episode's first observation (set by reset)
         self._tasks = np.zeros(n, dtype=np.int64)
         self._levels = np.zeros(n)
         self._weights = np.full(n, self.lam, dtype=np.float32)
@@ -101,12 +102,23 @@ class FeedbackVectorWrapper(VectorWrapper):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
+        """Reset the wrapped env. A full reset starts every record afresh (the rollout's steps and
+        the trajectories not yet drained are dropped); with ``options["reset_mask"]`` only the
+        masked sub-envs start new episodes, and the others' steps, the rollout and the finished
+        trajectories are kept."""
         obs, info = self.env.reset(seed=seed, options=options)
         tokens = np.asarray(obs["tokens"])
+        mask = None if options is None else options.get("reset_mask")
+        if mask is not None and self._episode:  # a partial reset: the other episodes go on
+            rows = np.flatnonzero(mask)
+            self._length[rows] = 0
+            self._first[rows], self._last[rows] = tokens[rows], tokens[rows]
+            self._begin(rows, info)
+            return obs, info
         n, length = tokens.shape
         self._last = tokens.copy()
         capacity = max(8, int(np.max(info["step_budget"])) + 1)
-        self._first = tokens.copy()  # each running episode's first observation
+        self._first = tokens.copy()
         self._episode = {  # its steps' actions, labels and next observations (obs[t] = next_obs[t - 1])
             "after": np.zeros((n, capacity, length), dtype=tokens.dtype),
             "action": np.zeros((n, capacity), dtype=np.int64),
@@ -129,7 +141,8 @@ class FeedbackVectorWrapper(VectorWrapper):
             self._weights[rows] = self.lam
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
-        actions = np.asarray(actions, dtype=np.int64).reshape(self.num_envs)
+        # a copy: the rollout keeps it, and a caller may reuse its buffer for the next step
+        actions = np.array(actions, dtype=np.int64).reshape(self.num_envs)
         obs, _, terminated, truncated, info = self.env.step(actions)
         rewards = self.outcome_weight * (terminated.astype(np.float64) - truncated.astype(np.float64))
         tokens = np.asarray(obs["tokens"])

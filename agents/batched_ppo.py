@@ -91,7 +91,11 @@ class BatchedPPO:
     ``curriculum``'s tasks), Outcome-only or with the closed loop's feedback (``mode``, ``prm``).
 
     ``predict`` is the policy's (an SB3 policy), so ``agents.train.evaluate_policy`` takes it.
-    ``learn`` takes SB3 callbacks and ``reset_num_timesteps`` as SB3's ``learn`` does.
+    ``learn`` takes SB3 callbacks and ``reset_num_timesteps`` as SB3's ``learn`` does (a new count
+    starts new episodes). A callback's ``on_step`` finds SB3's ``new_obs``, ``actions``, ``rewards``
+    (the outcome part; the closed loop's process part joins at the rollout's end) and ``dones``
+    in ``self.locals``, as arrays over the sub-envs, and the step's Gymnasium info (a dict of
+    arrays) as ``vector_info``: SB3's list ``infos`` is not built.
 
     Examples:
         >>> import rla_gym
@@ -250,11 +254,14 @@ class BatchedPPO:
         total_timesteps = int(total_timesteps)
         if reset_num_timesteps:
             self.num_timesteps = 0
-        if self._obs is None:  # a new or a resumed run (fresh episodes; episodes running go on)
+        if self._obs is None:  # a new or a resumed run
             self._obs, _ = self._stack.reset(seed=self.seed + self.num_timesteps)
+        elif reset_num_timesteps:  # a new count starts new episodes, as SB3's (no reseeding)
+            self._obs, _ = self._stack.reset()
         hooks = CallbackList(callback if isinstance(callback, list) else [callback] if callback else [])
         hooks.init_callback(self)  # type: ignore[arg-type]  # SB3 types it as its own algorithm
         target, start, iterations = self.num_timesteps + total_timesteps, time.perf_counter(), 0
+        first = self.num_timesteps  # fps counts this call's steps, as SB3's
         hooks.on_training_start(locals(), globals())
         try:
             while self.num_timesteps < target:
@@ -267,7 +274,7 @@ class BatchedPPO:
                 self._update(*rollout)
                 self._settle()
                 iterations += 1
-                self._log_iteration(iterations, start)
+                self._log_iteration(iterations, start, first)
         finally:
             if self._worker is not None:  # nothing left running after learn (an error included)
                 self._worker.shutdown(wait=True)
@@ -276,10 +283,12 @@ class BatchedPPO:
         hooks.on_training_end()
         return self
 
-    def _log_iteration(self, iterations: int, start: float) -> None:
-        """The iteration's ``time/`` keys, then the logger's dump (SB3's rows)."""
+    def _log_iteration(self, iterations: int, start: float, first: int) -> None:
+        """The iteration's ``time/`` keys (fps: steps since ``learn`` began at ``first`` steps, per
+        second since ``start``), then the logger's dump (SB3's rows)."""
         self.logger.record("time/iterations", iterations)
-        self.logger.record("time/fps", int(self.num_timesteps / max(time.perf_counter() - start, 1e-9)))
+        fps = (self.num_timesteps - first) / max(time.perf_counter() - start, 1e-9)
+        self.logger.record("time/fps", int(fps))
         self.logger.record("time/total_timesteps", self.num_timesteps)
         self.logger.dump(step=self.num_timesteps)
 
@@ -297,28 +306,42 @@ class BatchedPPO:
         assert self._obs is not None
         obs, finished = self._obs, []
         self.policy.set_training_mode(False)
-        with torch.no_grad():
-            for t in range(self.n_steps):
-                tokens[t] = torch.from_numpy(obs["tokens"])
-                if adapter is not None:
-                    trained[t] = torch.from_numpy(adapter.training)
-                log_p, values[t] = self._heads(tokens[t].to(self.device))
-                action = torch.multinomial(log_p.exp(), 1, generator=self.generator)
-                log_probs[t] = log_p.gather(1, action).squeeze(1).cpu()
-                actions[t] = action.squeeze(1).cpu()
-                obs, _, terminated, truncated, _ = self._stack.step(actions[t].numpy())
-                outcome = terminated.astype(np.float32) - truncated.astype(np.float32)
-                rewards[t] = torch.from_numpy(outcome_weight * outcome)
-                dones[t] = torch.from_numpy(terminated | truncated)
-                finished.append(outcome[outcome != 0].astype(np.int64))
-                self.outcomes.extend(finished[-1].tolist())
-                self._obs, self.num_timesteps = obs, self.num_timesteps + self.n_envs
-                if not hooks.on_step():
-                    if self.feedback is not None:  # the next rollout starts afresh (episodes go on)
-                        self.feedback.discard_rollout()
-                    return None
-            self.rollout_outcomes = np.concatenate(finished)
-            values[-1] = self._heads(torch.from_numpy(obs["tokens"]).to(self.device))[1].cpu()
+        complete = False
+        try:
+            with torch.no_grad():
+                for t in range(self.n_steps):
+                    tokens[t] = torch.from_numpy(obs["tokens"])
+                    if adapter is not None:
+                        trained[t] = torch.from_numpy(adapter.training)
+                    log_p, values[t] = self._heads(tokens[t].to(self.device))
+                    action = torch.multinomial(log_p.exp(), 1, generator=self.generator)
+                    log_probs[t] = log_p.gather(1, action).squeeze(1).cpu()
+                    actions[t] = action.squeeze(1).cpu()
+                    obs, _, terminated, truncated, info = self._stack.step(actions[t].numpy())
+                    outcome = terminated.astype(np.float32) - truncated.astype(np.float32)
+                    step_rewards, step_dones = outcome_weight * outcome, terminated | truncated
+                    rewards[t], dones[t] = torch.from_numpy(step_rewards), torch.from_numpy(step_dones)
+                    finished.append(outcome[outcome != 0].astype(np.int64))
+                    self.outcomes.extend(finished[-1].tolist())
+                    self._obs, self.num_timesteps = obs, self.num_timesteps + self.n_envs
+                    hooks.update_locals({  # SB3's names, as arrays over the sub-envs
+                        "new_obs": obs, "actions": actions[t].numpy(), "rewards": step_rewards,
+                        "dones": step_dones, "vector_info": info,
+                    })  # fmt: skip
+                    if not hooks.on_step():
+                        break
+                else:
+                    self.rollout_outcomes = np.concatenate(finished)
+                    values[-1] = self._heads(torch.from_numpy(obs["tokens"]).to(self.device))[1].cpu()
+                    complete = True
+        except BaseException:  # failed: the next rollout starts afresh (the episodes go on)
+            if self.feedback is not None:
+                self.feedback.discard_rollout()
+            raise
+        if not complete:  # a callback stopped it: likewise
+            if self.feedback is not None:
+                self.feedback.discard_rollout()
+            return None
         feedback, process = self.feedback, None
         if feedback is not None:  # the closed loop's process part: votes on the whole rollout, now
             process = feedback.finish_rollout()

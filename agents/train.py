@@ -116,7 +116,10 @@ def _replay_to_keep(callback: RLAnythingCallback) -> list[list[Trajectory]]:
 def _loop_state(callback: LoopCallback) -> dict[str, Any]:
     """The closed loop's own state: PRM, its optimizer and RNGs, curriculum, replay (None without)."""
     if not isinstance(callback, RLAnythingCallback):
-        keys = ("prm", "prm_optimizer", "prm_rng", "prm_votes_rng", "reward_votes_rng", "curriculum")
+        keys = (
+            "prm", "prm_optimizer", "prm_rng", "prm_votes_rng", "reward_votes_rng", "reward_flips_rng",
+            "curriculum",
+        )  # fmt: skip
         return {**dict.fromkeys(keys), "prm_replay": []}
     prm, trainer, reward_env = callback.reward_env.prm, callback.trainer, callback.reward_env
     return {
@@ -125,6 +128,7 @@ def _loop_state(callback: LoopCallback) -> dict[str, Any]:
         "prm_rng": None if trainer is None else trainer.rng.bit_generator.state,
         "prm_votes_rng": None if trainer is None else trainer.generator.get_state(),
         "reward_votes_rng": None if reward_env.generator is None else reward_env.generator.get_state(),
+        "reward_flips_rng": reward_env.rng.bit_generator.state,  # noisy-oracle's vote flips
         "curriculum": None if callback.curriculum is None else callback.curriculum.state_dict(),
         "prm_replay": [[_trajectory_state(t) for t in rollout] for rollout in _replay_to_keep(callback)],
     }
@@ -207,6 +211,8 @@ def _restore_loop(payload: dict[str, Any], callback: RLAnythingCallback) -> None
         _set_generator(trainer.generator, payload["prm_votes_rng"], steps + 1)
     if callback.reward_env.generator is not None and payload["reward_votes_rng"] is not None:
         _set_generator(callback.reward_env.generator, payload["reward_votes_rng"], steps + 2)
+    if payload.get("reward_flips_rng") is not None:  # checkpoints from before it hold none
+        callback.reward_env.rng.bit_generator.state = payload["reward_flips_rng"]
     if callback.curriculum is not None and payload["curriculum"] is not None:
         callback.curriculum.load_state_dict(payload["curriculum"])
     callback.replay.clear()  # checkpoints from before the replay option hold none

@@ -466,6 +466,59 @@ def test_a_rollout_cut_short_by_a_callback_leaves_the_next_one_whole() -> None:
     assert model.feedback.rollout_votes.shape == (4, 8, 3)
 
 
+def test_a_rollout_cut_short_by_an_error_leaves_the_next_one_whole() -> None:
+    """An exception mid-rollout (Ctrl-C in a notebook) drops that rollout's steps as a callback's
+    stop does: the next ``learn`` scores whole rollouts."""
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class Interrupt(BaseCallback):
+        def _on_step(self) -> bool:
+            if self.n_calls == 6:  # the 2nd step of the 2nd rollout
+                raise KeyboardInterrupt
+            return True
+
+    model = BatchedPPO("RLA-TextNav-v0", difficulty=0.1, n_envs=8, n_steps=4, batch_size=16, n_epochs=1,
+                       mode="oracle", seed=0)  # fmt: skip
+    with pytest.raises(KeyboardInterrupt):
+        model.learn(64, callback=Interrupt())
+    assert model.num_timesteps == 48 and model.feedback is not None and model.feedback._rollout == []
+    model.learn(32, reset_num_timesteps=False)
+    assert model.num_timesteps == 80 and model.feedback.rollout_votes.shape == (4, 8, 3)
+
+
+def test_a_partial_reset_keeps_the_other_sub_envs_episodes() -> None:
+    """``reset(options={"reset_mask": ...})`` starts new episodes in the masked sub-envs only: the
+    others' trajectories keep every step from their first observation, and the rollout goes on."""
+    noop = gym.make("RLA-TextNav-v0").unwrapped.noop_action  # never ends an episode but by its budget
+    envs = FeedbackVectorWrapper(_batched("RLA-TextNav-v0", 2), None, mode="oracle")
+    first, info = envs.reset(seed=0)
+    budgets, first_task = info["step_budget"].copy(), info["task_key"].copy()
+    waits = np.full(2, noop, dtype=np.int64)
+    for _ in range(2):
+        envs.step(waits)
+    again, info = envs.reset(options={"reset_mask": np.array([True, False])})
+    assert np.array_equal(again["tokens"][1], first["tokens"][1])  # sub-env 1 runs on
+    budgets[0] = info["step_budget"][0]
+    for _ in range(int(budgets.max()) + 1):
+        envs.step(waits)
+    ended = {int(t.task_id): t for t in envs.drain()}  # the first episode of each sub-env, by task
+    assert len(envs.finish_rollout()) == 2 + int(budgets.max()) + 1  # the reset kept the rollout
+    kept, restarted = ended[int(first_task[1])], ended[int(info["task_key"][0])]
+    assert len(kept.actions) == budgets[1] and np.array_equal(kept.obs[0], first["tokens"][1])
+    assert len(restarted.actions) == budgets[0] and np.array_equal(restarted.obs[0], again["tokens"][0])
+
+
+def test_the_recorded_actions_are_a_copy_of_the_caller_s() -> None:
+    """A caller that reuses its action buffer does not change the steps already recorded."""
+    envs = FeedbackVectorWrapper(_batched("RLA-TextNav-v0", 2), None, mode="oracle")
+    envs.reset(seed=0)
+    buffer = np.zeros(2, dtype=np.int64)
+    envs.step(buffer)
+    buffer[:] = 5
+    envs.step(buffer)
+    assert envs._rollout[0][1].tolist() == [0, 0] and envs._rollout[1][1].tolist() == [5, 5]
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [

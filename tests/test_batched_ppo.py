@@ -178,6 +178,64 @@ def test_learn_calls_sb3_callbacks_as_sb3_does() -> None:
     assert all(torch.equal(a, b) for a, b in zip(before, model.policy.parameters(), strict=True))
 
 
+class _StepLocals(BaseCallback):
+    """Keeps what SB3's callbacks read in ``self.locals`` at each step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[np.ndarray, ...]] = []
+
+    def _on_step(self) -> bool:
+        step = self.locals
+        self.seen.append((
+            step["new_obs"]["tokens"].copy(), step["actions"].copy(), step["rewards"].copy(),
+            step["dones"].copy(), step["vector_info"]["distance"].copy(),
+        ))  # fmt: skip
+        return True
+
+
+def test_callbacks_see_each_step_s_arrays_under_sb3_s_names() -> None:
+    """``on_step`` finds the step's ``new_obs``, ``actions``, ``rewards`` and ``dones`` (SB3's
+    names, arrays over the sub-envs) and Gymnasium's info as ``vector_info``, so a callback can
+    count episodes as SB3's do; the rewards and dones are those the update trains on."""
+    model = BatchedPPO("RLA-TextNav-v0", difficulty=0.1, n_envs=8, n_steps=32, batch_size=64, n_epochs=1)
+    steps = _StepLocals()
+    model.learn(256, callback=steps)  # one rollout
+    assert len(steps.seen) == 32
+    tokens, actions, rewards, dones, distance = (np.stack(x) for x in zip(*steps.seen, strict=True))
+    assert tokens.shape == (32, 8, model._length) and actions.shape == rewards.shape == (32, 8)
+    assert dones.dtype == np.bool_ and distance.shape == (32, 8) and (distance >= 0).all()
+    assert set(np.unique(rewards)) <= {-1.0, 0.0, 1.0} and np.array_equal(rewards != 0, dones)
+    assert sorted(rewards[dones].astype(int).tolist()) == sorted(model.rollout_outcomes.tolist())
+    assert dones.sum() > 0  # episodes at d = 0.1 end within 32 steps
+    assert np.array_equal(tokens[-1], model._obs["tokens"])  # the last new_obs: where learn left off
+
+
+def test_a_new_count_starts_new_episodes_and_fps_counts_this_call() -> None:
+    """``learn`` with ``reset_num_timesteps`` (the default) starts new episodes, as SB3's, without
+    reseeding the sub-envs; ``time/fps`` counts the call's own steps (a resumed run's count
+    of 1e9 steps is not divided by this call's seconds)."""
+    from stable_baselines3.common.logger import Logger
+
+    model = BatchedPPO("RLA-TextNav-v0", difficulty=0.1, n_envs=8, n_steps=4, batch_size=16, n_epochs=1)
+    model.learn(32)
+    resets: list[dict] = []
+    reset = model._stack.reset
+    model._stack.reset = lambda **kwargs: (resets.append(kwargs), reset(**kwargs))[1]
+    model.learn(32, reset_num_timesteps=False)
+    assert resets == []  # the count goes on: so do the episodes
+    model.learn(32)
+    assert resets == [{}] and model.num_timesteps == 32
+    logger, rows = Logger(folder=None, output_formats=[]), []
+    dump = logger.dump
+    logger.dump = lambda step=0: (rows.append(dict(logger.name_to_value)), dump(step))[1]
+    model.set_logger(logger)
+    model.num_timesteps = 10**9
+    model.learn(32, reset_num_timesteps=False)
+    assert rows[-1]["time/total_timesteps"] == 10**9 + 32
+    assert 0 < rows[-1]["time/fps"] < 10**7  # 32 steps: a fps of 1e9 / seconds would be far above
+
+
 class _Outcomes(BaseCallback):
     """Keeps each rollout's step count and finished episodes' outcomes (``model.rollout_outcomes``)."""
 

@@ -558,6 +558,29 @@ def test_a_resumed_loop_holds_every_saved_state(tmp_path: Path, algo: str) -> No
     assert model.num_timesteps == payload["num_timesteps"] and model._n_updates == payload["n_updates"]
 
 
+@pytest.mark.parametrize("algo", ["ppo", "batched-ppo"])
+def test_a_resumed_noisy_oracle_run_goes_on_with_its_vote_flips(tmp_path: Path, algo: str) -> None:
+    """Mode noisy-oracle's vote-flip generator is saved and restored (a resumed run flips the votes
+    the run continued in place would), on both the SB3 and the batched path."""
+    from agents.loop import LoopSettings, build_loop
+    from agents.train import _loop_fields, _loop_state, _restore
+
+    out = tmp_path / "run"
+    args = ["train", "--steps", "1024", "--out", str(out), "--algo", algo, "--mode", "noisy-oracle", *FAST]
+    assert main(args) == 0
+    payload = load_checkpoint(out / "checkpoint.pt")
+    settings = TrainSettings(**{k: v for k, v in payload["settings"].items() if k != "resumes"})
+    model, callback = build_loop(LoopSettings(**_loop_fields(settings)))
+    assert _loop_state(callback)["reward_flips_rng"] != payload["reward_flips_rng"]  # the run drew flips
+    _restore(payload, model, callback)
+    assert _loop_state(callback)["reward_flips_rng"] == payload["reward_flips_rng"]
+    del payload["reward_flips_rng"]  # a checkpoint from before it: the generator starts from the seed
+    model, callback = build_loop(LoopSettings(**_loop_fields(settings)))
+    fresh = _loop_state(callback)["reward_flips_rng"]
+    _restore(payload, model, callback)
+    assert _loop_state(callback)["reward_flips_rng"] == fresh
+
+
 def test_load_run_evaluates_the_trained_policy(tmp_path: Path, monkeypatch, capsys) -> None:
     """``rla eval``'s loader gives the checkpoint's weights, not a new policy's; ``rla eval``
     without ``--run`` takes the newest run under runs/, says which run it evaluates and runs
