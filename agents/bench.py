@@ -467,7 +467,7 @@ def write_references(out: Path, settings: BenchSettings) -> dict[str, Any]:
 
 
 def area_under_levels(success: dict[float, float], levels: Sequence[float]) -> float:
-    """One evaluation's area under success against difficulty (its mean success over the grid)."""
+    """One evaluation's area under success against difficulty (:func:`~agents.evaluation.area_under`)."""
     from agents.evaluation import area_under
 
     return area_under(levels, [success[lv] for lv in levels], "levels")

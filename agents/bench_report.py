@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from agents.bench_records import ROW_ORDER, iqm_ci, row_label, score, tiers
+from agents.bench_stats import ALPHA
 
 
 def load_runs(out: Path, run_ids: Sequence[str]) -> list[dict[str, Any]]:
@@ -246,6 +247,18 @@ def _number(value: float) -> str:
     return "-" if math.isnan(value) else f"{value:.2f}"
 
 
+def _p(value: float) -> str:
+    """A p-value to 3 decimals, more where 3 would put it on the other side of 0.05 (0.0498 does
+    not print as 0.050 beside a comparison it resolves); "-" for NaN."""
+    if math.isnan(value):
+        return "-"
+    for digits in range(3, 17):
+        text = f"{value:.{digits}f}"
+        if (float(text) < ALPHA) == (value < ALPHA):
+            break
+    return text
+
+
 def markdown(summary: dict[str, Any]) -> str:
     """The summary as markdown tables."""
     lines = [
@@ -282,7 +295,7 @@ def markdown(summary: dict[str, Any]) -> str:
     for name, row in summary["strategies"].items():
         lines.append(
             f"| {name} | {_cell(row['in_domain'])} | {_cell(row['ood'])} | "
-            f"{_cell(row.get('normalised', (math.nan,) * 3))} | {row['final_train_difficulty']:.2f} | "
+            f"{_cell(row.get('normalised', (math.nan,) * 3))} | {_number(row['final_train_difficulty'])} | "
             f"{_number(row['train_success'])} | {row['runs']} |"
         )
     if summary.get("comparisons"):
@@ -301,7 +314,7 @@ def markdown(summary: dict[str, Any]) -> str:
             interval = _cell((row["difference"], row["low"], row["high"]))
             lines.append(
                 f"| {row['comparison']} | {row['pairs']} | {interval} | {_number(row['p_improvement'])} | "
-                f"{row['p']:.3f} | {row['p_holm']:.3f} | {_verdict(row)} |"
+                f"{_p(row['p'])} | {_p(row['p_holm'])} | {_verdict(row)} |"
             )
     lines += [
         "",

@@ -6,8 +6,9 @@ the (env, seed) both rows ran. Per comparison:
 
 - the mean paired difference of the runs' scores, with a 95 % bootstrap interval that
   resamples seeds within each env (stratified);
-- the probability of improvement P(X > Y) over the pairs (ties count half), averaged over
-  envs as ``rliable`` averages over tasks;
+- the probability of improvement P(X > Y), paired: the share of the pairs in which X scores
+  higher (ties count half), averaged over envs as ``rliable`` averages over tasks (``rliable``'s
+  own estimator compares every run of X with every run of Y, pairs or not);
 - a two-sided sign-flip permutation test of the mean difference (exact up to 2^16 pairs' sign
   patterns, Monte Carlo beyond), and over the pre-declared family of comparisons Holm's
   step-down correction of those p-values.
@@ -15,8 +16,10 @@ the (env, seed) both rows ran. Per comparison:
 A comparison *resolves* when its Holm-adjusted p is below 0.05; otherwise the data cannot
 tell the rows apart at this number of seeds, which is not the same as "no difference". With n
 pairs the exact test's smallest p is 2 / 2^n, and Holm multiplies the smallest p of a family
-of k comparisons by k: a comparison can resolve only when k * 2 / 2^n < 0.05 (5 pairs never;
-8 pairs for a family of up to 6, 9 for up to 12). ``can_resolve`` says whether it could.
+of k comparisons by k, the next by k - 1, and so on. ``can_resolve`` says whether any data
+could make a comparison resolve, given its pairs and those of the family's others
+(:func:`best_holm_p`); when every comparison has n pairs that is k * 2 / 2^n < 0.05 (5 pairs
+never; 8 pairs for a family of up to 6, 9 for up to 12).
 """
 
 from __future__ import annotations
@@ -108,6 +111,28 @@ def smallest_p(pairs: int, rounds: int = 20_000) -> float:
     return 2.0 / 2**pairs if pairs <= 16 else 1.0 / (rounds + 1)
 
 
+def best_holm_p(own: float, others: Sequence[float]) -> float:
+    """The smallest Holm-adjusted p a comparison whose test can give at best ``own`` reaches in a
+    family whose other comparisons can give at best ``others`` (:func:`smallest_p` of each).
+
+    It is reached with every comparison at its best: those that can go below ``own`` rank before
+    it (lowering its multiplier) unless ranking a prefix of them alone does better.
+
+    Examples:
+        >>> best_holm_p(2 / 2**6, [2 / 2**6])  # equal pairs: twice the smallest p
+        0.0625
+        >>> best_holm_p(2 / 2**6, [2 / 2**9])  # the other can rank first: 6 pairs resolve
+        0.03125
+    """
+    k = len(others) + 1
+    before = sorted(p for p in others if p <= own)
+    best = k * own
+    for s in range(1, len(before) + 1):
+        ranked = [*before[:s], own]
+        best = min(best, max((k - i) * p for i, p in enumerate(ranked)))
+    return min(best, 1.0)
+
+
 def holm(pvalues: Sequence[float]) -> list[float]:
     """Holm's step-down adjusted p-values (family-wise error), in the input order; NaN stays NaN.
 
@@ -164,12 +189,15 @@ def compare(
             "low": low, "high": high, "p_improvement": probability_of_improvement(by_env),
             "p": sign_flip_p(differences, seed=seed) if differences else math.nan,
         })  # fmt: skip
-    family = sum(1 for r in results if not math.isnan(r["p"]))  # Holm's family: those with pairs
+    family = [i for i, r in enumerate(results) if not math.isnan(r["p"])]  # Holm's: those with pairs
     for result, adjusted in zip(results, holm([r["p"] for r in results]), strict=True):
         result["p_holm"] = adjusted
         result["resolved"] = bool(adjusted < ALPHA)
-        # Holm multiplies the smallest p by the family's size: below this, no data can resolve
-        result["can_resolve"] = bool(family * smallest_p(result["pairs"]) < ALPHA)
+    for i in family:  # whether any data could resolve it, given its pairs and the family's
+        others = [smallest_p(results[j]["pairs"]) for j in family if j != i]
+        results[i]["can_resolve"] = bool(best_holm_p(smallest_p(results[i]["pairs"]), others) < ALPHA)
+    for result in results:
+        result.setdefault("can_resolve", False)  # no pairs
     return results
 
 

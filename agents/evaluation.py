@@ -177,7 +177,7 @@ def _own_random_state() -> Iterator[None]:
 # ---------------------------------------------------------------- metrics
 def frontier_d50(levels: Sequence[float], success: Sequence[float]) -> float:
     """The hardest level with success of at least 0.5, interpolated linearly between the last
-    level that reaches 0.5 and the next one; 0.0 when even the easiest level is below 0.5.
+    level that reaches 0.5 and the next one; 0.0 when no level reaches 0.5.
 
     Examples:
         >>> round(frontier_d50([0.0, 0.1, 0.2, 0.3], [1.0, 0.8, 0.4, 0.0]), 3)

@@ -69,8 +69,12 @@ def evaluate(
 ) -> EvaluationResult:
     """Run ``agent`` once on each task (difficulty, task seed) of ``env``; time includes resets.
 
-    The env's own pinned task, or difficulty, is restored afterwards.
+    The env's own pinned task, or difficulty, is restored afterwards. ``task_seeds`` must name at
+    least one task (a success rate over none is undefined).
     """
+    task_seeds = list(task_seeds)
+    if not task_seeds:
+        raise ValueError("task_seeds must name at least one task, got none")
     base: Any = env.unwrapped
     pinned, previous = base.pinned_task, base.difficulty
     rng = np.random.default_rng(seed)
@@ -92,5 +96,5 @@ def evaluate(
         else:
             base.set_difficulty(previous)
     elapsed = time.perf_counter() - start
-    n = max(len(task_seeds), 1)
-    return EvaluationResult(len(task_seeds), successes / n, lengths / n, optimal / n, lengths / elapsed)
+    n = len(task_seeds)
+    return EvaluationResult(n, successes / n, lengths / n, optimal / n, lengths / elapsed)

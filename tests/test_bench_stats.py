@@ -10,6 +10,7 @@ import pytest
 
 from agents.bench_report import markdown, summarize
 from agents.bench_stats import (
+    best_holm_p,
     compare,
     holm,
     paired,
@@ -235,3 +236,42 @@ def test_a_resolved_comparison_could_resolve() -> None:
     assert without["pairs"] == 0 and math.isnan(without["p_holm"])
     assert with_data["p_holm"] == 2 / 64 and with_data["resolved"]
     assert with_data["can_resolve"]
+
+
+def test_a_comparison_with_fewer_pairs_than_the_family_s_could_resolve() -> None:
+    """Holm multiplies only the smallest p by the family's size: 6 pairs (p >= 1/32) resolve in a
+    family of two when the other comparison, with 9 pairs, ranks first. ``can_resolve`` says so
+    (it took k * 2 / 2^n, false here), and the verdict does not call a resolvable one hopeless."""
+    from agents.bench_report import _verdict
+
+    before = {("E", s): 0.0 for s in range(6)}
+    policy = {("E", s): 0.5 + 0.01 * s for s in range(9)}
+    reward = {("E", s): 0.9 + 0.01 * s for s in range(9)}
+    rows = {"Before training": before, "Policy": policy, "+ Reward": reward}
+    declared = [("Policy", "Before training"), ("+ Reward", "Policy")]
+    first, second = compare(rows, declared)
+    assert first["pairs"] == 6 and first["p_holm"] == 2 / 64 and first["resolved"] and first["can_resolve"]
+    assert second["pairs"] == 9 and second["can_resolve"]
+    before[("E", 0)] = 0.6  # one pair the other way: p 4 / 64, unresolved but resolvable
+    first = compare(rows, declared)[0]
+    assert not first["resolved"] and first["can_resolve"] and _verdict(first) == "no"
+
+
+def test_best_holm_p_is_the_least_holm_p_any_achievable_p_values_give() -> None:
+    """Brute force over families of up to four: each comparison at its smallest p, at another's
+    smallest p above it, or at 1 (where Holm's order can change), against :func:`best_holm_p`."""
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        mins = [smallest_p(int(n)) for n in rng.integers(3, 12, size=int(rng.integers(1, 5)))]
+        choices = [sorted({m, 1.0, *(x for x in mins if x >= m)}) for m in mins]
+        least = min(holm(list(values))[0] for values in itertools.product(*choices))
+        assert best_holm_p(mins[0], mins[1:]) == pytest.approx(least)
+
+
+def test_p_values_print_on_the_side_of_0_05_they_are() -> None:
+    """3 decimals, more where rounding would cross 0.05 (an 11-pair exact p of 102 / 2048 =
+    0.0498 resolves and must not print as 0.050); "-" where there is none."""
+    from agents.bench_report import _p
+
+    assert _p(102 / 2048) == "0.0498" and _p(0.05) == "0.050" and _p(0.0501) == "0.050"
+    assert _p(0.031) == "0.031" and _p(math.nan) == "-" and float(_p(0.04999999)) < 0.05

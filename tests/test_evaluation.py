@@ -76,6 +76,8 @@ def test_bad_evaluation_arguments_are_named() -> None:
     with pytest.raises(ValueError, match="offset \\+ count must be <="):
         heldout_seeds(2**31)
     assert heldout_seeds(0) == [] and len(set(heldout_seeds(5) + heldout_seeds(5, offset=5))) == 10
+    with pytest.raises(ValueError, match="task_seeds must name at least one task, got none"):
+        evaluate(gym.make("RLA-TextNav-v0"), oracle_agent, 0.3, heldout_seeds(0))
 
 
 def test_heldout_seeds_reach_the_last_seed() -> None:
