@@ -32,7 +32,7 @@ import numpy as np
 
 from agents.atomic import read_json, write_text_atomic
 from agents.evaluation import DENSE_LEVELS
-from agents.fields import described
+from agents.fields import described, noted
 from agents.loop import ALGOS, BENCH_AUTO_PRESETS, LoopSettings, apply_preset, from_loop, validate_settings
 from agents.loop_runtime import MODE_FLAGS, MODES
 from rla_gym.core import HELDOUT_SEED_START, check_difficulty
@@ -118,18 +118,14 @@ class BenchSettings:
     plugins: tuple[str, ...] = described((), "modules to import first in every run (e.g. to add strategies)")
 
 
-def _noted(name: str, note: str) -> Any:
-    """:class:`BenchSettings`' field ``name`` (its default and help), with ``note`` added to the help."""
-    field = {f.name: f for f in dataclasses.fields(BenchSettings)}[name]
-    return described(field.default, f"{field.metadata['help']} ({note})")
-
-
 @dataclasses.dataclass
 class BenchCommandSettings(BenchSettings):
     """``rla bench``'s settings: :class:`BenchSettings` with the ``auto`` preset by default."""
 
-    algo: str = _noted("algo", "under --preset auto, the default: maskable-ppo on the suite's envs")
-    lam: float = _noted("lam", "under --preset auto, the default: 0 when --modes is env alone")
+    algo: str = noted(
+        BenchSettings, "algo", "under --preset auto, the default: maskable-ppo on the suite's envs"
+    )
+    lam: float = noted(BenchSettings, "lam", "under --preset auto, the default: 0 when --modes is env alone")
 
     preset: str = described(
         "auto",

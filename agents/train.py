@@ -33,7 +33,7 @@ from stable_baselines3.common.logger import CSVOutputFormat, Logger, make_output
 
 from agents.atomic import read_json, replace_atomically, write_text_atomic
 from agents.batched_ppo import BatchedPPO, RolloutOutcomeCallback
-from agents.fields import described
+from agents.fields import described, noted
 from agents.loop import GROUP_ALGOS, LoopSettings, apply_preset, build_loop, validate_settings
 from agents.loop_runtime import RLAnythingCallback
 from agents.policies import resolve_encoder
@@ -67,6 +67,12 @@ class TrainSettings(LoopSettings):
 class TrainCommandSettings(TrainSettings):
     """``rla train``'s settings: :class:`TrainSettings` with the ``auto`` preset by default."""
 
+    algo: str = noted(
+        TrainSettings, "algo", "under --preset auto: maskable-ppo on the GUI, Household and Reason"
+    )
+    lam: float = noted(
+        TrainSettings, "lam", "under --preset auto: 0 in mode env on the GUI, Household and Reason"
+    )
     preset: str = described(
         "auto",
         "settings bundle: auto (the default: without --algo, MaskablePPO on all but TextNav, with the "
