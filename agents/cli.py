@@ -16,6 +16,7 @@ import gymnasium as gym
 
 from agents.fields import described
 from rla_gym.core import check_difficulty
+from rla_gym.registration import make_rla_env
 
 
 @dataclasses.dataclass
@@ -43,7 +44,8 @@ def demo(settings: DemoSettings) -> list[dict[str, Any]]:
 
     if settings.episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {settings.episodes}")
-    env = _make_rla_env(settings.env)
+    difficulties = [check_difficulty(d) for d in settings.difficulties]  # all, before the first row
+    env = make_rla_env(settings.env)
     seeds = heldout_seeds(settings.episodes)
     rows = []
     header = (
@@ -53,7 +55,7 @@ def demo(settings: DemoSettings) -> list[dict[str, Any]]:
         f"{settings.env}: {settings.episodes} held-out tasks per level (random = random admissible command)"
     )
     print(header)
-    for difficulty in settings.difficulties:
+    for difficulty in difficulties:
         oracle = evaluate(env, oracle_agent, difficulty, seeds, seed=settings.seed)
         rand = evaluate(env, random_agent, difficulty, seeds, seed=settings.seed)
         row = {
@@ -74,7 +76,7 @@ def demo(settings: DemoSettings) -> list[dict[str, Any]]:
 
 def play(settings: PlaySettings, read: Callable[[str], str] = input) -> bool:
     """Play an episode: type a command's number or name; 'q' quits. Returns success."""
-    env = _make_rla_env(settings.env, difficulty=settings.difficulty, obs_mode="text")
+    env = make_rla_env(settings.env, difficulty=settings.difficulty, obs_mode="text")
     names = [name.lower() for name in env.unwrapped.action_names]  # type: ignore[attr-defined]
     obs, info = env.reset(seed=settings.seed)
     print(f"Optimal solution: {info['optimal_len']} commands; budget {info['step_budget']}.")
@@ -97,15 +99,6 @@ def play(settings: PlaySettings, read: Callable[[str], str] = input) -> bool:
         if terminated or truncated:
             print("\n" + obs + ("\nSuccess!" if info["is_success"] else "\nOut of steps."))
             return bool(info["is_success"])
-
-
-def _make_rla_env(env_id: str, **kwargs: Any) -> gym.Env[Any, Any]:
-    from rla_gym.core import RLAEnv
-
-    env = gym.make(env_id, **kwargs)
-    if not isinstance(env.unwrapped, RLAEnv):
-        raise ValueError(f"{env_id!r} is not an rla-gym environment (see rla_gym.ENV_IDS)")
-    return env
 
 
 @dataclasses.dataclass
@@ -272,7 +265,7 @@ def eval_command(settings: EvalSettings) -> list[dict[str, Any]]:
         ]
     elif not env_id:
         raise ValueError("an LLM-only evaluation needs --env")
-    _make_rla_env(env_id).close()
+    make_rla_env(env_id).close()
     for policy in policies:
         rows += evaluate_llm(policy, env_id, levels, settings.episodes)
     _print_comparison(rows, env_id, settings.episodes)

@@ -220,10 +220,8 @@ class LoopSettings:
 
 def validate_settings(settings: LoopSettings) -> None:
     """Raise a clear error for any bad setting, before anything is built or written."""
-    import gymnasium as gym
-
     from agents.policies import resolve_encoder
-    from rla_gym.core import RLAEnv
+    from rla_gym.registration import make_rla_env
 
     if settings.preset and settings.preset not in PRESETS:
         raise ValueError(f"preset must be one of {tuple(PRESETS)} or '', got {settings.preset!r}")
@@ -312,16 +310,7 @@ def validate_settings(settings: LoopSettings) -> None:
         raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:N]', got {settings.device!r}") from error
     if device is not None and device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {settings.device!r} asked for, but CUDA is not available here")
-    from rla_gym import ENV_IDS
-
-    try:
-        env = gym.make(settings.env)
-    except gym.error.Error as error:  # NameNotFound, VersionNotFound, ...
-        raise ValueError(f"unknown env id {settings.env!r}; the rla-gym ids are {sorted(ENV_IDS)}") from error
-    if not isinstance(env.unwrapped, RLAEnv):
-        raise ValueError(
-            f"{settings.env!r} is not an rla-gym environment; the rla-gym ids are {sorted(ENV_IDS)}"
-        )
+    make_rla_env(settings.env).close()
     if settings.algo == "batched-ppo":
         _check_batched_ppo(settings)
 

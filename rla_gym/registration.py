@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import gymnasium as gym
 
 #: Registered ids and their entry points. Difficulty and obs mode are kwargs, not ids.
@@ -28,3 +30,24 @@ def register_envs() -> None:
                 id=env_id, entry_point=entry_point, disable_env_checker=False,
                 vector_entry_point=vector_entry_point(load_env_creator(entry_point)),  # type: ignore[arg-type]
             )  # fmt: skip
+
+
+def make_rla_env(env_id: str, **kwargs: Any) -> gym.Env[Any, Any]:
+    """``gym.make(env_id, **kwargs)`` for an rla-gym environment; an id Gymnasium does not know,
+    or one that is not an rla-gym environment, raises a ``ValueError`` that names it and lists
+    the suite's ids.
+
+    Examples:
+        >>> make_rla_env("RLA-TextNav-v0", difficulty=0.5).unwrapped.difficulty
+        0.5
+    """
+    from rla_gym.core import RLAEnv
+
+    try:
+        env = gym.make(env_id, **kwargs)
+    except gym.error.Error as error:  # NameNotFound, VersionNotFound, ...
+        raise ValueError(f"unknown env id {env_id!r}; the rla-gym ids are {sorted(ENV_IDS)}") from error
+    if not isinstance(env.unwrapped, RLAEnv):
+        env.close()
+        raise ValueError(f"{env_id!r} is not an rla-gym environment; the rla-gym ids are {sorted(ENV_IDS)}")
+    return env

@@ -33,14 +33,17 @@ def test_parser_is_generated_from_the_settings() -> None:
         (["demo", "--difficulties", "1.5", "--episodes", "2"], "difficulty must be in [0, 1], got 1.5"),
         (["demo", "--episodes", "0"], "episodes must be >= 1, got 0"),
         (["demo", "--env", "CartPole-v1", "--episodes", "1"], "'CartPole-v1' is not an rla-gym environment"),
-        (["demo", "--env", "Nope-v0"], "Nope"),
+        (["demo", "--env", "Nope-v0"], "unknown env id 'Nope-v0'; the rla-gym ids are ['RLA-GUI-v0'"),
+        (["play", "--env", "Nope-v0"], "unknown env id 'Nope-v0'; the rla-gym ids are ['RLA-GUI-v0'"),
+        (["demo", "--difficulties", "0,2", "--episodes", "2"], "difficulty must be in [0, 1], got 2.0"),
         (["play", "--seed", "-1"], "Seed must be greater or equal to zero"),
     ],
 )
 def test_bad_cli_values_give_a_clear_error(capsys, argv, message) -> None:
     assert main(argv) == 2
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
     assert err.startswith("rla: error:") and message in err
+    assert out == ""  # refused before any output (demo checks every level before its first row)
 
 
 def test_play_quits_cleanly_at_end_of_input() -> None:
@@ -131,6 +134,10 @@ def test_eval_takes_llm_policies_on_the_same_tasks(capsys) -> None:
         (
             ["eval", "--run", "", "--env", "CartPole-v1", "--llm", "scripted:oracle"],
             "not an rla-gym environment",
+        ),
+        (
+            ["eval", "--run", "", "--env", "Foo", "--llm", "scripted:oracle"],
+            "unknown env id 'Foo'; the rla-gym ids are",
         ),
         (["eval", "--run", "", "--env", "RLA-TextNav-v0", "--llm", "openai:localhost"], "URL:MODEL"),
     ],
