@@ -33,7 +33,15 @@ import numpy as np
 from agents.atomic import read_json, write_text_atomic
 from agents.evaluation import DENSE_LEVELS
 from agents.fields import described, noted
-from agents.loop import ALGOS, BENCH_AUTO_PRESETS, LoopSettings, apply_preset, from_loop, validate_settings
+from agents.loop import (
+    ALGOS,
+    BENCH_AUTO_PRESETS,
+    LoopSettings,
+    apply_preset,
+    check_steps,
+    from_loop,
+    validate_settings,
+)
 from agents.loop_runtime import MODE_FLAGS, MODES
 from rla_gym.core import HELDOUT_SEED_START, check_difficulty
 
@@ -267,7 +275,9 @@ def validate(settings: BenchSettings) -> None:
         raise ValueError(f"levels must increase strictly, got {settings.levels!r}")
     # every (env, mode, strategy) planned: some algos train in some modes or with some curricula only
     for spec in plan(dataclasses.replace(settings, seeds=1)):
-        validate_settings(loop_settings(settings, spec))
+        run = loop_settings(settings, spec)
+        validate_settings(run)
+        check_steps(apply_preset(run), settings.steps)  # the rollout its trainer takes (fast, lean)
 
 
 def plan(settings: BenchSettings) -> list[RunSpec]:

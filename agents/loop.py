@@ -218,6 +218,20 @@ class LoopSettings:
     )
 
 
+def check_steps(settings: LoopSettings, steps: Any) -> None:
+    """Raise unless ``steps`` covers at least one rollout of ``settings`` (a round of the group
+    trainer: ``groups * group_size`` episodes of at least one step each; ``n_steps * n_envs``
+    steps for the others), so that a run trains as many steps as it records."""
+    if settings.algo in GROUP_ALGOS:
+        least, what = settings.groups * settings.group_size, "one round (groups * group_size episodes"
+        what += f" = {least}, each at least one step)"
+    else:
+        least = settings.n_steps * settings.n_envs
+        what = f"one rollout (n_steps * n_envs = {least})"
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < least:
+        raise ValueError(f"steps must be >= {what}, got {steps!r}")
+
+
 def validate_settings(settings: LoopSettings) -> None:
     """Raise a clear error for any bad setting, before anything is built or written."""
     from agents.policies import resolve_encoder

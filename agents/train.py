@@ -34,7 +34,7 @@ from stable_baselines3.common.logger import CSVOutputFormat, Logger, make_output
 from agents.atomic import read_json, replace_atomically, write_text_atomic
 from agents.batched_ppo import BatchedPPO, RolloutOutcomeCallback
 from agents.fields import described, noted
-from agents.loop import GROUP_ALGOS, LoopSettings, apply_preset, build_loop, validate_settings
+from agents.loop import LoopSettings, apply_preset, build_loop, check_steps, validate_settings
 from agents.loop_runtime import RLAnythingCallback
 from agents.policies import resolve_encoder
 from agents.trajectories import Trajectory
@@ -365,19 +365,6 @@ def _interrupted(out: Path, checkpoint: Path) -> TrainingInterrupted:
     )
 
 
-def _check_steps(settings: TrainSettings) -> None:
-    """At least one rollout (a round of the group trainer: ``groups * group_size`` episodes of at
-    least one step each; ``n_steps * n_envs`` steps for the others)."""
-    if settings.algo in GROUP_ALGOS:
-        least, what = settings.groups * settings.group_size, "one round (groups * group_size episodes"
-        what += f" = {least}, each at least one step)"
-    else:
-        least = settings.n_steps * settings.n_envs
-        what = f"one rollout (n_steps * n_envs = {least})"
-    if isinstance(settings.steps, bool) or not isinstance(settings.steps, int) or settings.steps < least:
-        raise ValueError(f"steps must be >= {what}, got {settings.steps!r}")
-
-
 def train(settings: TrainSettings) -> dict[str, Any]:
     """Run (or resume) a closed-loop training run; returns the results written to results.json,
     and the run directory under ``"out"``."""
@@ -390,7 +377,7 @@ def train(settings: TrainSettings) -> dict[str, Any]:
     checkpoint = out / "checkpoint.pt"
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file, not a run directory; choose another --out")
-    _check_steps(settings)
+    check_steps(settings, settings.steps)
     if settings.eval_episodes < 1:
         raise ValueError(f"eval_episodes must be >= 1, got {settings.eval_episodes}")
     every = settings.checkpoint_every

@@ -169,6 +169,11 @@ def test_report_can_be_rewritten_from_the_finished_runs(tmp_path: Path, capsys) 
         ({"final_eval_episodes": 0}, "final_eval_episodes must be an integer >= 1, got 0"),
         ({"difficulty": 0.8}, "difficulty 0.8 is above max_difficulty 0.5"),
         ({"envs": ("CartPole-v1",)}, "'CartPole-v1' is not an rla-gym environment"),
+        ({"envs": ("Nope-v0",)}, "unknown env id 'Nope-v0'; the rla-gym ids are"),
+        # a run trains whole rollouts: fewer steps would record a length it did not train
+        ({"steps": 10}, "steps must be >= one rollout \\(n_steps \\* n_envs = 1024\\), got 10"),
+        ({"steps": 1000, "preset": "lean"}, "steps must be >= one rollout .* = 1024\\), got 1000"),
+        ({"steps": 60, "algo": "grpo", "groups": 8, "group_size": 8}, "steps must be >= one round .* = 64"),
         # every planned (env, mode, strategy) is checked, not only the first strategy's
         (
             {"algo": "batched-ppo", "strategies": ("uniform", "plr")},
