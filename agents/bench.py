@@ -523,13 +523,20 @@ def _exit_with_parent(parent: int, interval: float = 0.5) -> None:
     threading.Thread(target=watch, daemon=True, name="exit-with-parent").start()
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def _process_entry(settings: BenchSettings, spec: RunSpec, position: int, parent: int) -> None:
     _exit_with_parent(parent)
+    # the parent ends a run under way with SIGTERM: unwound as an interrupt, the process exits
+    # through multiprocessing's cleanup (its semaphores unregistered, no "leaked semaphore" warning)
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         status, payload = attempt(settings, spec, position)
-    except KeyboardInterrupt:  # Ctrl-C reaches every process: the run stays pending, quietly
+        _record(Path(settings.out), spec, status, payload)  # atomic: whole or not there
+    except KeyboardInterrupt:  # Ctrl-C or the parent's SIGTERM: the run stays pending, quietly
         return
-    _record(Path(settings.out), spec, status, payload)
 
 
 def _start_ignoring_ctrl_c(process: Any) -> None:
@@ -575,7 +582,11 @@ def _run_processes(settings: BenchSettings, pending: list[RunSpec], bar: Any) ->
     except KeyboardInterrupt:
         for process, _ in running.values():
             process.terminate()
-            process.join()
+        for process, _ in running.values():
+            process.join(timeout=30)
+            if process.is_alive():  # stuck in a long native call: end it hard
+                process.kill()
+                process.join()
         raise
     return status
 

@@ -802,3 +802,32 @@ def test_ctrl_c_ends_the_runs_under_way(tmp_path: Path, monkeypatch) -> None:
         module._run_processes(settings, plan(settings), bar=None)
     assert multiprocessing.active_children() == []
     assert list((tmp_path / "runs").iterdir()) == []
+
+
+def test_ctrl_c_on_rla_bench_prints_one_line(tmp_path: Path) -> None:
+    """Ctrl-C on ``rla bench`` while its runs train: exit status 130 and the one line saying how
+    to continue, nothing else (the run processes, ended by SIGTERM, exit through multiprocessing's
+    cleanup: no traceback, no "leaked semaphore" warning from the resource tracker)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "bench"
+    command = [sys.executable, "-m", "agents.cli", "bench", "--strategies", "uniform", "--seeds", "2",
+               "--steps", "500000", "--out", str(out)]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60  # until both runs train (their processes started, evaluated)
+        while time.monotonic() < deadline and not (out / "invocations.json").exists():
+            time.sleep(0.2)
+        time.sleep(10)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 130, err
+    expected = f"rla: interrupted; the finished runs are kept in {out}: rerun the same command to continue\n"
+    assert err.replace("\r", "\n").splitlines()[-1] + "\n" == expected and "Traceback" not in err
+    assert "leaked" not in err and "Warning" not in err, err
+    assert list((out / "runs").glob("*.json")) == []  # both runs stay pending
