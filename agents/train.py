@@ -392,7 +392,11 @@ def train(settings: TrainSettings) -> dict[str, Any]:
         mine = {k: v for k, v in _loop_fields(settings).items() if k not in _RESUMABLE_ELSEWHERE}
         saved = {k: v for k, v in payload["settings"].items() if k in mine}
         if saved != mine:
-            differ = sorted(k for k in saved if saved[k] != mine[k])
+            differ = ", ".join(
+                f"{k!r} (the run's {saved[k]!r}, given {mine[k]!r})" if k in saved
+                else f"{k!r} (not in the run's checkpoint, given {mine[k]!r})"
+                for k in sorted(k for k in mine if k not in saved or saved[k] != mine[k])
+            )  # fmt: skip
             raise ValueError(f"--resume with settings that differ from the run in {out}: {differ}")
     elif checkpoint.exists():  # a directory without a checkpoint is a run that never got going
         raise ValueError(f"{out} already holds a run; pass --resume to continue it or choose another --out")

@@ -167,7 +167,7 @@ def test_refusals_never_touch_an_existing_run(tmp_path: Path, capsys) -> None:
         main(["train", "--steps", "1024", "--out", str(out), "--resume", "--mode", "outcome", *PPO_FAST]) == 2
     )
     err = capsys.readouterr().err
-    assert "differ from the run in" in err and "'mode'" in err
+    assert "differ from the run in" in err and "'mode' (the run's 'env', given 'outcome')" in err
     assert (
         main(["train", "--steps", "1024", "--out", str(out), "--resume", "--env", "CartPole-v1", *PPO_FAST])
         == 2
