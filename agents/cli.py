@@ -392,6 +392,15 @@ def _command_of(argv: Sequence[str]) -> str:
     return next((arg for arg in argv if arg in COMMANDS), "")
 
 
+def _as_flag(message: str, fields: set[str]) -> str:
+    """A settings error as the command line says it: a message that starts with a field's name
+    ("n_envs must be ...", from the Python API) starts with its flag ("--n-envs must be ...")."""
+    name = message.split(" ", 1)[0]
+    if name in fields and " " in message:
+        return "--" + name.replace("_", "-") + message[len(name) :]
+    return message
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``rla`` console script."""
     import rla_gym  # noqa: F401  (registers the env ids)
@@ -426,7 +435,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             settings = apply_preset(settings, given)
         run(settings)
-    except (ValueError, TypeError, OSError, ImportError, gym.error.Error) as error:
+    except (ValueError, TypeError) as error:
+        print(f"rla: error: {_as_flag(str(error), fields)}", file=sys.stderr)
+        return 2
+    except (OSError, ImportError, gym.error.Error) as error:
         print(f"rla: error: {error}", file=sys.stderr)
         return 2
     except RunsFailed as error:

@@ -31,7 +31,8 @@ def test_parser_is_generated_from_the_settings() -> None:
     ("argv", "message"),
     [
         (["demo", "--difficulties", "1.5", "--episodes", "2"], "difficulty must be in [0, 1], got 1.5"),
-        (["demo", "--episodes", "0"], "episodes must be >= 1, got 0"),
+        (["demo", "--episodes", "0"], "error: --episodes must be >= 1, got 0"),  # the flag, not the field
+        (["train", "--n-envs", "0"], "error: --n-envs must be an integer >= 1, got 0"),
         (["demo", "--env", "CartPole-v1", "--episodes", "1"], "'CartPole-v1' is not an rla-gym environment"),
         (["demo", "--env", "Nope-v0"], "unknown env id 'Nope-v0'; the rla-gym ids are ['RLA-GUI-v0'"),
         (["play", "--env", "Nope-v0"], "unknown env id 'Nope-v0'; the rla-gym ids are ['RLA-GUI-v0'"),
