@@ -434,6 +434,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             from agents.loop import apply_preset
 
             settings = apply_preset(settings, given)
+        if command == "train":  # flags typed that this run does not read: say so, then train
+            from agents.loop import ignored_settings
+
+            for note in ignored_settings(settings, given):
+                print(f"rla: note: {note}", file=sys.stderr)
         run(settings)
     except (ValueError, TypeError) as error:
         print(f"rla: error: {_as_flag(str(error), fields)}", file=sys.stderr)

@@ -218,6 +218,48 @@ class LoopSettings:
     )
 
 
+def ignored_settings(settings: LoopSettings, given: Collection[str]) -> list[str]:
+    """Notes on the fields in ``given`` (the flags a user typed) that ``settings`` does not read:
+    each names the flag and why (``rla train`` prints them, then trains as asked).
+
+    Examples:
+        >>> ignored_settings(LoopSettings(mode="env", difficulty=0.5), {"difficulty"})[0][:47]
+        "--difficulty: mode env's curriculum 'task-pool-"
+    """
+    flags = MODE_FLAGS[settings.mode]
+    curriculum = flags.adapts_env and settings.curriculum != "fixed"
+    rules = {
+        "difficulty": (
+            curriculum,
+            f"mode env's curriculum {settings.curriculum!r} picks every episode's level "
+            "(--max-difficulty bounds it; --curriculum fixed trains at --difficulty)",
+        ),
+        "max_difficulty": (not curriculum, "only a curriculum of mode env reads it"),
+        "curriculum": (not flags.adapts_env, f"mode {settings.mode} keeps --difficulty fixed"),
+        "mu": (flags.votes != "noisy", "only mode noisy-oracle reads it"),
+        **dict.fromkeys(
+            ("lam", "m", "process_scale"), (flags.votes == "none", f"mode {settings.mode} casts no votes")
+        ),
+        **dict.fromkeys(
+            ("objective", "prm_epochs", "prm_replay"),
+            (not flags.trains_prm, f"mode {settings.mode} trains no PRM"),
+        ),
+        **dict.fromkeys(
+            ("group_size", "groups", "group_filter"),
+            (settings.algo not in GROUP_ALGOS, f"only the group trainer {GROUP_ALGOS} reads it"),
+        ),
+        **dict.fromkeys(
+            ("n_envs", "n_steps"),
+            (settings.algo in GROUP_ALGOS, "the group trainer runs --groups x --group-size envs"),
+        ),
+    }
+    return [
+        f"--{name.replace('_', '-')}: {why}; ignored"
+        for name, (ignored, why) in rules.items()
+        if name in given and ignored
+    ]
+
+
 def check_steps(settings: LoopSettings, steps: Any) -> None:
     """Raise unless ``steps`` covers at least one rollout of ``settings`` (a round of the group
     trainer: ``groups * group_size`` episodes of at least one step each; ``n_steps * n_envs``

@@ -624,3 +624,23 @@ def test_load_run_evaluates_the_trained_policy(tmp_path: Path, monkeypatch, caps
 
     untrained, _ = build_loop(LoopSettings(**_loop_fields(settings)))  # what a loader that forgot would give
     assert not _same_state(untrained.policy.state_dict(), saved)
+
+
+def test_flags_a_run_does_not_read_are_named_before_it_trains(tmp_path: Path, capsys) -> None:
+    """``rla train`` notes each typed flag its run ignores (with why), then trains as asked; flags
+    it reads, and settings a flag did not set, get no note."""
+    from agents.loop import LoopSettings, ignored_settings
+
+    args = ["train", "--steps", "512", "--out", str(tmp_path / "run"), "--difficulty", "0.3", "--mu", "1.2"]
+    ppo = ["--algo", "ppo", "--n-envs", "2", "--n-steps", "256", "--eval-episodes", "5", "--device", "cpu"]
+    assert main([*args, *ppo]) == 0
+    err = capsys.readouterr().err
+    assert "rla: note: --difficulty: mode env's curriculum 'task-pool-fresh' picks every episode" in err
+    assert "rla: note: --mu: only mode noisy-oracle reads it; ignored" in err
+    assert err.count("rla: note:") == 2  # --n-envs, --n-steps and the others are read by PPO
+    env = LoopSettings(mode="env", curriculum="fixed", algo="grpo")
+    assert ignored_settings(env, {"difficulty", "curriculum", "lam", "groups"}) == []
+    outcome = LoopSettings(mode="outcome", algo="ppo")
+    notes = ignored_settings(outcome, {"lam", "objective", "groups", "n_envs"})
+    assert [note.split(":")[0] for note in notes] == ["--lam", "--objective", "--groups"]
+    assert ignored_settings(outcome, set()) == []
