@@ -35,7 +35,7 @@ from agents.atomic import read_json, replace_atomically, write_text_atomic
 from agents.batched_ppo import BatchedPPO, RolloutOutcomeCallback
 from agents.fields import described, noted
 from agents.loop import LoopSettings, apply_preset, build_loop, check_steps, validate_settings
-from agents.loop_runtime import RLAnythingCallback
+from agents.loop_runtime import MODE_FLAGS, RLAnythingCallback
 from agents.policies import resolve_encoder
 from agents.trajectories import Trajectory
 from rla_gym.evaluation import evaluate, heldout_seeds
@@ -435,8 +435,10 @@ def _train_in(out: Path, settings: TrainSettings, payload: dict[str, Any] | None
     saver = CheckpointCallback(checkpoint, settings, loop, settings.checkpoint_every, settings.steps)
     remaining = settings.steps - model.num_timesteps
     if remaining > 0:
+        votes = MODE_FLAGS[settings.mode].votes != "none"  # lambda weighs the votes: none, no lambda
+        weight = f"lambda {settings.lam:g}, " if votes else ""
         print(
-            f"training {settings.env} ({settings.algo}, mode {settings.mode}, lambda {settings.lam:g}, "
+            f"training {settings.env} ({settings.algo}, mode {settings.mode}, {weight}"
             f"encoder {settings.encoder}) "
             f"from step {model.num_timesteps} to {settings.steps} in {out}",
             flush=True,

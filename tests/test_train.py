@@ -634,7 +634,8 @@ def test_flags_a_run_does_not_read_are_named_before_it_trains(tmp_path: Path, ca
     args = ["train", "--steps", "512", "--out", str(tmp_path / "run"), "--difficulty", "0.3", "--mu", "1.2"]
     ppo = ["--algo", "ppo", "--n-envs", "2", "--n-steps", "256", "--eval-episodes", "5", "--device", "cpu"]
     assert main([*args, *ppo]) == 0
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
+    assert out.startswith("training RLA-TextNav-v0 (ppo, mode env, lambda 1, encoder")
     assert "rla: note: --difficulty: mode env's curriculum 'task-pool-fresh' picks every episode" in err
     assert "rla: note: --mu: only mode noisy-oracle reads it; ignored" in err
     assert err.count("rla: note:") == 2  # --n-envs, --n-steps and the others are read by PPO
@@ -644,3 +645,8 @@ def test_flags_a_run_does_not_read_are_named_before_it_trains(tmp_path: Path, ca
     notes = ignored_settings(outcome, {"lam", "objective", "groups", "n_envs"})
     assert [note.split(":")[0] for note in notes] == ["--lam", "--objective", "--groups"]
     assert ignored_settings(outcome, set()) == []
+    plain = ["train", "--steps", "512", "--out", str(tmp_path / "plain"), "--mode", "outcome", "--lam", "0"]
+    assert main([*plain, *ppo]) == 0
+    out, err = capsys.readouterr()  # mode outcome casts no votes: no lambda said, and --lam noted
+    assert out.startswith("training RLA-TextNav-v0 (ppo, mode outcome, encoder")
+    assert "rla: note: --lam: mode outcome casts no votes; ignored" in err
