@@ -14,7 +14,7 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs, VecEnvStepR
 
 from rla_gym.core import Task
 from rla_gym.curricula.base import Curriculum, EpisodeResult
-from rla_gym.wrappers.curriculum import episode_result
+from rla_gym.wrappers.curriculum import check_curriculum_options, episode_result
 
 #: Steps per env a deferring adapter holds results for before it asks for its rollout end.
 MAX_DEFERRED_STEPS = 2**20
@@ -76,15 +76,25 @@ class CurriculumVecEnv(VecEnvWrapper):
         return task, self.curriculum.trains_on(task)
 
     def reset(self) -> VecEnvObs:
-        self.running, trains = map(list, zip(*(self._draw(i) for i in range(self.num_envs)), strict=True))
+        """Reset every sub-env. The first reset draws each one's task; a later one starts the
+        tasks already set for the next episodes, and hands the episodes it cuts short (and the
+        finished ones still held back for values) back to the curriculum (``abandon``)."""
+        first = not self.queued
+        if first:
+            self.running, trains = map(list, zip(*(self._draw(i) for i in range(self.num_envs)), strict=True))
+            self._trains[:] = trains
         obs = self.venv.reset()
-        self.reset_infos = self.venv.reset_infos  # SB3's VecEnvWrapper does not pass them on
-        for i, info in enumerate(self.venv.reset_infos):
+        self.reset_infos = self._reset_infos()  # SB3's VecEnvWrapper does not pass them on
+        if not first:
+            for task in [*self.running, *(result.task for _, _, result in self._pending)]:
+                self.curriculum.abandon(task)
+            self.running, self._trains[:] = list(self.queued), self._trains_queued
+        for i, info in enumerate(self.reset_infos):
             self._check(i, info["task_key"])
         self.queued, queued_trains = map(
             list, zip(*(self._draw(i) for i in range(self.num_envs)), strict=True)
         )
-        self._trains[:], self._trains_queued[:] = trains, queued_trains
+        self._trains_queued[:] = queued_trains
         self._returns[:] = 0
         self._lengths[:] = 0
         self._mask = []
@@ -92,9 +102,21 @@ class CurriculumVecEnv(VecEnvWrapper):
         self._carry = [(np.zeros(0), np.zeros(0)) for _ in range(self.num_envs)]
         return obs
 
+    def _reset_infos(self) -> list[dict[str, Any]]:
+        """The base VecEnv's reset infos (SB3's VecEnv wrappers, VecMonitor among them, keep
+        their own, empty)."""
+        return self.venv.unwrapped.reset_infos
+
+    def set_options(self, options: list[dict[str, Any]] | dict[str, Any] | None = None) -> None:
+        """The wrapped VecEnv's ``set_options``, but task options are refused: the curriculum
+        assigns every task."""
+        for each in options if isinstance(options, list) else [options]:
+            check_curriculum_options(each)
+        self.venv.set_options(options)
+
     def step_wait(self) -> VecEnvStepReturn:
         obs, rewards, dones, infos = self.venv.step_wait()
-        self.reset_infos = self.venv.reset_infos
+        self.reset_infos = self._reset_infos()
         self._mask.append(self._trains.copy())
         self._returns += rewards
         self._lengths += 1
@@ -111,7 +133,7 @@ class CurriculumVecEnv(VecEnvWrapper):
                 self.curriculum.update(result)
             self._returns[i] = self._lengths[i] = 0
             self.running[i], self._trains[i] = self.queued[i], self._trains_queued[i]
-            self._check(int(i), self.venv.reset_infos[i]["task_key"])  # the episode SB3 just started
+            self._check(int(i), self.reset_infos[i]["task_key"])  # the episode SB3 just started
             self.queued[i], self._trains_queued[i] = self._draw(int(i))
         self._t += 1
         return obs, rewards, dones, infos

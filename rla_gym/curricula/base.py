@@ -24,6 +24,14 @@ def check_positive(value: Any, name: str, *, integer: bool = False) -> Any:
     return int(number) if integer else float(number)
 
 
+def check_bounds(bounds: Any) -> tuple[float, float]:
+    """``bounds`` as (low, high): a pair of difficulties in [0, 1] with ``low < high``, else
+    raise naming it."""
+    if not isinstance(bounds, (tuple, list, np.ndarray)) or len(bounds) != 2:
+        raise TypeError(f"bounds must be a (low, high) pair of difficulties, got {bounds!r}")
+    return check_band(bounds[0], bounds[1], ("bounds[0]", "bounds[1]"))
+
+
 def check_band(low: Any, high: Any, names: tuple[str, str]) -> tuple[float, float]:
     """Both in [0, 1] and ``low < high``, else raise naming the values."""
     low, high = check_difficulty(low, names[0]), check_difficulty(high, names[1])
@@ -69,6 +77,8 @@ class EpisodeResult:
             values = getattr(self, name)
             if values is not None and np.ndim(values) != 1:
                 raise ValueError(f"{name} must be 1-D (one per step), got shape {np.shape(values)}")
+            if values is not None and not np.isfinite(np.asarray(values, dtype=np.float64)).all():
+                raise ValueError(f"{name} must be finite, got {values!r}")
         if self.score is not None and not (
             isinstance(self.score, numbers.Real) and math.isfinite(self.score)
         ):
@@ -90,12 +100,17 @@ class Curriculum(abc.ABC):
 
     #: Names of the attributes that make up the strategy's mutable state.
     state_fields: ClassVar[tuple[str, ...]] = ()
+    #: Those of ``state_fields`` a state may lack (saved before they were added): they keep
+    #: their value on load.
+    optional_state_fields: ClassVar[tuple[str, ...]] = ()
+    #: The strategy's random draws (:meth:`reseed` restarts them).
+    rng: np.random.Generator
 
     def __init__(self, env_id: str, *, seed: int = 0) -> None:
         if not isinstance(env_id, str) or not env_id:
             raise TypeError(f"env_id must be a registered env id, got {env_id!r}")
         self.env_id = env_id
-        self.rng = np.random.default_rng(seed)
+        self.reseed(seed)
         self.episodes = 0
 
     @abc.abstractmethod
@@ -113,6 +128,18 @@ class Curriculum(abc.ABC):
         ``task``'s rollouts judged a proposal that was rejected (the paper does not train on
         them), True if accepted, None if there was nothing to judge (the default)."""
         return None
+
+    def reseed(self, seed: int) -> None:
+        """Restart the strategy's random draws from ``seed`` (its learned state stays): a
+        single-env adapter does it on ``reset(seed=...)``, as Gymnasium seeds an env there."""
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+        self.rng = np.random.default_rng(int(seed))
+
+    def abandon(self, task: Task) -> None:  # noqa: B027  (a hook, not abstract)
+        """``task``, handed out by :meth:`next_task`, will not be reported: an adapter's reset cut
+        its episode short (or dropped it before it began). The default forgets it; a strategy
+        that waits for every rollout it hands out (learnability's candidates) hands it out again."""
 
     def trains_on(self, task: Task) -> bool:
         """Whether the learner should train on the episode of ``task``, just handed out by :meth:`next_task`.
@@ -156,17 +183,46 @@ class Curriculum(abc.ABC):
     def state_dict(self) -> dict[str, Any]:
         """JSON-serialisable state; :meth:`load_state_dict` on a fresh instance resumes exactly."""
         state = {name: _encode(getattr(self, name)) for name in self.state_fields}
-        state.update(rng=self.rng.bit_generator.state, episodes=self.episodes, kind=type(self).__name__)
+        state.update(
+            rng=self.rng.bit_generator.state, episodes=self.episodes, kind=type(self).__name__,
+            env_id=self.env_id,
+        )  # fmt: skip
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict` output (also after a JSON round trip)."""
+        """Restore :meth:`state_dict` output (also after a JSON round trip). A state for another
+        strategy or env, or one that does not fit this instance's settings, raises a
+        ``ValueError`` naming it, and nothing is changed."""
+        if not isinstance(state, dict):
+            raise TypeError(f"state must be a dict from state_dict(), got {type(state).__name__}")
         if state.get("kind") != type(self).__name__:
             raise ValueError(f"state is for {state.get('kind')!r}, not {type(self).__name__}")
-        for name in self.state_fields:
-            setattr(self, name, _decode(state[name], self.env_id))
-        self.rng.bit_generator.state = state["rng"]
+        if state.get("env_id", self.env_id) != self.env_id:  # states from before it hold none
+            raise ValueError(f"state is for {state['env_id']!r}, this curriculum serves {self.env_id!r}")
+        required = [name for name in self.state_fields if name not in self.optional_state_fields]
+        missing = [name for name in (*required, "rng", "episodes") if name not in state]
+        if missing:
+            raise ValueError(f"state lacks {missing}")
+        decoded = {name: _decode(state[name], self.env_id) for name in self.state_fields if name in state}
+        self._check_state(decoded)
+        rng = np.random.default_rng()
+        try:
+            rng.bit_generator.state = state["rng"]
+        except (TypeError, ValueError, KeyError) as error:
+            raise ValueError(f"state's rng is not a numpy generator state: {state['rng']!r}") from error
+        for name, value in decoded.items():
+            setattr(self, name, value)
+        self.rng = rng
         self.episodes = int(state["episodes"])
+
+    def _check_state(self, state: dict[str, Any]) -> None:
+        """Raise ``ValueError`` if the decoded ``state`` fields do not fit this instance (its
+        sizes, its bounds); the default checks a ``difficulty`` field lies in [0, 1]."""
+        if "difficulty" in state:
+            try:
+                check_difficulty(state["difficulty"])
+            except TypeError as error:
+                raise ValueError(str(error)) from None
 
 
 def _encode(value: Any) -> Any:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rla_gym.core import Task, normalize_difficulty
-from rla_gym.curricula.base import Curriculum, check_band
+from rla_gym.curricula.base import Curriculum, check_bounds
 
 
 class FixedCurriculum(Curriculum):
@@ -37,7 +37,7 @@ class UniformCurriculum(Curriculum):
 
     def __init__(self, env_id: str, *, bounds: tuple[float, float] = (0.0, 1.0), seed: int = 0) -> None:
         super().__init__(env_id, seed=seed)
-        self.low, self.high = check_band(*bounds, ("bounds[0]", "bounds[1]"))
+        self.low, self.high = check_bounds(bounds)
 
     def next_task(self, slot: int = 0) -> Task:
         return self.new_task(float(self.rng.uniform(self.low, self.high)))

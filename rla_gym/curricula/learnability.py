@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rla_gym.core import Task, check_difficulty
-from rla_gym.curricula.base import Curriculum, EpisodeResult, check_band, check_positive
+from rla_gym.curricula.base import Curriculum, EpisodeResult, check_bounds, check_positive
 
 
 class LearnabilityCurriculum(Curriculum):
@@ -48,7 +48,7 @@ class LearnabilityCurriculum(Curriculum):
         seed: int = 0,
     ) -> None:
         super().__init__(env_id, seed=seed)
-        self.low, self.high = check_band(*bounds, ("bounds[0]", "bounds[1]"))
+        self.low, self.high = check_bounds(bounds)
         self.candidates = check_positive(candidates, "candidates", integer=True)
         self.rollouts = check_positive(rollouts, "rollouts", integer=True)
         self.buffer_size = check_positive(buffer_size, "buffer_size", integer=True)
@@ -81,6 +81,13 @@ class LearnabilityCurriculum(Curriculum):
         if self.buffer and self.rng.random() < self.buffer_share:
             return self.buffer[int(self.rng.integers(len(self.buffer)))]
         return self._fresh()
+
+    def abandon(self, task: Task) -> None:
+        """A candidate's rollout that will not be reported is handed out again (the candidates
+        are judged once all their rollouts are in)."""
+        outcomes = self.evaluating.get(task)
+        if outcomes is not None and len(outcomes) + self.queue.count(task) < self.rollouts:
+            self.queue.insert(0, task)
 
     def trains_on(self, task: Task) -> bool:
         """Candidates' rollouts only estimate p; the learner trains on the rest."""

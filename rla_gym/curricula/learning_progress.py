@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from rla_gym.core import Task, check_difficulty
-from rla_gym.curricula.base import Curriculum, EpisodeResult, check_band, check_positive
+from rla_gym.curricula.base import Curriculum, EpisodeResult, check_bounds, check_positive
 
 
 class LearningProgressCurriculum(Curriculum):
@@ -36,7 +36,7 @@ class LearningProgressCurriculum(Curriculum):
         seed: int = 0,
     ) -> None:
         super().__init__(env_id, seed=seed)
-        self.low, self.high = check_band(*bounds, ("bounds[0]", "bounds[1]"))
+        self.low, self.high = check_bounds(bounds)
         self.bins = check_positive(bins, "bins", integer=True)
         self.ema_alpha = check_difficulty(ema_alpha, "ema_alpha")
         if self.ema_alpha == 0:

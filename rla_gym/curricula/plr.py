@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from rla_gym.core import Task, check_difficulty
-from rla_gym.curricula.base import Curriculum, EpisodeResult, check_band, check_positive
+from rla_gym.curricula.base import Curriculum, EpisodeResult, check_bounds, check_positive
 
 SCORES = ("positive_value_loss", "max_mc", "value_l1", "rm_error", "external")
 
@@ -88,7 +88,7 @@ class PrioritizedLevelReplay(Curriculum):
         self.min_fill_ratio = check_difficulty(min_fill_ratio, "min_fill_ratio")
         self.gamma = check_difficulty(gamma, "gamma")
         self.gae_lambda = check_difficulty(gae_lambda, "gae_lambda")
-        self.low, self.high = check_band(*bounds, ("bounds[0]", "bounds[1]"))
+        self.low, self.high = check_bounds(bounds)
         self.levels: list[dict[str, Any]] = []  # task, score, last (clock at last draw), count
         self.clock = 0
 
@@ -102,6 +102,12 @@ class PrioritizedLevelReplay(Curriculum):
         stale = self.clock - np.array([level["last"] for level in self.levels], dtype=np.float64)
         by_stale = stale / stale.sum() if stale.sum() > 0 else np.full(len(scores), 1.0 / len(scores))
         return (1.0 - self.staleness_coef) * by_score + self.staleness_coef * by_stale
+
+    def _check_state(self, state: dict[str, Any]) -> None:
+        if len(state["levels"]) > self.buffer_size:
+            raise ValueError(
+                f"state holds {len(state['levels'])} levels, more than this buffer_size {self.buffer_size}"
+            )
 
     def next_task(self, slot: int = 0) -> Task:
         self.clock += 1

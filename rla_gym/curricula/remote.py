@@ -50,9 +50,23 @@ class CurriculumServer:
         self.issued.setdefault(slot, []).append(task.key)
         return task, self.curriculum.trains_on(task)
 
+    def next_group(self, slot: int, size: int) -> tuple[list[Task], bool]:
+        tasks = self.curriculum.next_group(slot, size)
+        self.issued.setdefault(slot, []).extend(task.key for task in tasks)
+        return tasks, self.curriculum.trains_on(tasks[0])
+
     def update(self, result: EpisodeResult) -> None:
         self.curriculum.update(result)
         self.reported.append(result.task.key)
+
+    def verdict(self, task: Task) -> bool | None:
+        return self.curriculum.verdict(task)
+
+    def abandon(self, task: Task) -> None:
+        self.curriculum.abandon(task)
+
+    def needs_values(self) -> bool:
+        return self.curriculum.needs_values
 
     def metrics(self) -> dict[str, float]:
         return self.curriculum.metrics()
@@ -96,8 +110,27 @@ class RemoteCurriculum(Curriculum):
         self._trains[task] = trains
         return task
 
+    def next_group(self, slot: int, size: int) -> list[Task]:
+        tasks, trains = self.ray.get(self.server.next_group.remote(slot, size))
+        self._trains[tasks[0]] = trains
+        return list(tasks)
+
     def trains_on(self, task: Task) -> bool:
         return self._trains.get(task, True)
+
+    def verdict(self, task: Task) -> bool | None:
+        return self.ray.get(self.server.verdict.remote(task))
+
+    def abandon(self, task: Task) -> None:
+        self._trains.pop(task, None)
+        self.ray.get(self.server.abandon.remote(task))
+
+    def reseed(self, seed: int) -> None:
+        """Nothing: the served curriculum draws for every env, from its own seed."""
+
+    @property
+    def needs_values(self) -> bool:
+        return bool(self.ray.get(self.server.needs_values.remote()))
 
     def update(self, result: EpisodeResult) -> None:
         if result.task.env_id != self.env_id:

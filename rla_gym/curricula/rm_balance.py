@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from rla_gym.core import Task, check_difficulty, normalize_difficulty
-from rla_gym.curricula.base import Curriculum, EpisodeResult, check_band, check_positive
+from rla_gym.curricula.base import Curriculum, EpisodeResult, check_bounds, check_positive
 from rla_gym.stats import error_statistics
 
 #: Which way the balance rule moves difficulty: the stabilising one, or the rule as first written.
@@ -60,13 +62,15 @@ class RewardModelBalanceCurriculum(Curriculum):
         if direction not in DIRECTIONS:
             raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
         self.direction = direction
-        self.low, self.high = check_band(*bounds, ("bounds[0]", "bounds[1]"))
+        self.low, self.high = check_bounds(bounds)
         self.interval = check_positive(interval, "interval", integer=True)
         self.step = check_positive(step, "step")
         self.balance_threshold = check_difficulty(balance_threshold, "balance_threshold")
-        if isinstance(cooldown, bool) or not isinstance(cooldown, int) or cooldown < 0:
+        if isinstance(cooldown, bool) or not isinstance(cooldown, (int, np.integer)):
+            raise TypeError(f"cooldown must be a non-negative integer, got {cooldown!r}")
+        if cooldown < 0:
             raise ValueError(f"cooldown must be a non-negative integer, got {cooldown!r}")
-        self.cooldown = cooldown
+        self.cooldown = int(cooldown)
         self.difficulty = normalize_difficulty(
             self.low if start is None else check_difficulty(start, "start")
         )

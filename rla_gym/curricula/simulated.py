@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rla_gym.core import Task
-from rla_gym.curricula.base import Curriculum, EpisodeResult, check_band, check_positive
+from rla_gym.curricula.base import Curriculum, EpisodeResult, check_bounds, check_positive
 
 #: Qualities of :class:`SimulatedRewardModel`'s outcome predictions.
 RM_QUALITIES = ("calibrated", "noisy", "constant", "over-confident")
@@ -209,7 +209,7 @@ def simulate(
         raise TypeError(f"curriculum must be an rla_gym Curriculum, got {curriculum!r}")
     if learner is not None and not isinstance(learner, SimulatedLearner):
         raise TypeError(f"learner must be a SimulatedLearner or None, got {learner!r}")
-    bounds = check_band(*bounds, ("bounds[0]", "bounds[1]"))
+    bounds = check_bounds(bounds)
     learner = learner if learner is not None else SimulatedLearner()
     episodes = check_positive(episodes, "episodes", integer=True)
     slots = check_positive(slots, "slots", integer=True)

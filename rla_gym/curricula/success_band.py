@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rla_gym.core import Task, check_difficulty, normalize_difficulty
-from rla_gym.curricula.base import Curriculum, EpisodeResult, check_band, check_positive
+from rla_gym.curricula.base import Curriculum, EpisodeResult, check_band, check_bounds, check_positive
 
 
 class SuccessBandCurriculum(Curriculum):
@@ -41,7 +41,7 @@ class SuccessBandCurriculum(Curriculum):
     ) -> None:
         super().__init__(env_id, seed=seed)
         self.alpha_low, self.alpha_high = check_band(alpha_low, alpha_high, ("alpha_low", "alpha_high"))
-        self.low, self.high = check_band(*bounds, ("bounds[0]", "bounds[1]"))
+        self.low, self.high = check_bounds(bounds)
         self.step = check_positive(step, "step")
         self.window = check_positive(window, "window", integer=True)
         self.difficulty = normalize_difficulty(check_difficulty(start, "start"))

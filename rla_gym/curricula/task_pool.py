@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from rla_gym.core import Task, check_difficulty
-from rla_gym.curricula.base import Curriculum, EpisodeResult, check_band, check_positive
+from rla_gym.curricula.base import Curriculum, EpisodeResult, check_band, check_bounds, check_positive
 from rla_gym.stats import error_statistics
 
 
@@ -66,7 +66,8 @@ class TaskPoolCurriculum(Curriculum):
         (0.25, 1)
     """
 
-    state_fields = ("slots", "history", "accepted", "rejected", "stale", "dataset", "draws")
+    state_fields = ("slots", "history", "accepted", "rejected", "stale", "dataset", "draws", "_verdicts")
+    optional_state_fields = ("_verdicts",)
 
     def __init__(
         self,
@@ -87,12 +88,14 @@ class TaskPoolCurriculum(Curriculum):
         seed: int = 0,
     ) -> None:
         super().__init__(env_id, seed=seed)
-        self.low, self.high = check_band(*bounds, ("bounds[0]", "bounds[1]"))
+        self.low, self.high = check_bounds(bounds)
         self.pool_size = check_positive(pool_size, "pool_size", integer=True)
         self.rollouts = check_positive(rollouts_per_task, "rollouts_per_task", integer=True)
         self.step = check_positive(step, "step")
         self.alpha_low, self.alpha_high = check_band(alpha_low, alpha_high, ("alpha_low", "alpha_high"))
-        self.rm_scaled_step = bool(rm_scaled_step)
+        if not isinstance(rm_scaled_step, bool):
+            raise TypeError(f"rm_scaled_step must be a bool, got {rm_scaled_step!r}")
+        self.rm_scaled_step = rm_scaled_step
         if not isinstance(fresh_seeds, bool):
             raise TypeError(f"fresh_seeds must be a bool, got {fresh_seeds!r}")
         self.fresh_seeds = fresh_seeds
@@ -106,8 +109,9 @@ class TaskPoolCurriculum(Curriculum):
                 raise ValueError(f"start must lie within bounds {bounds!r}, got {start!r}")
         #: The data set's tasks (an accepted variant replaces its original); empty for a fixed pool.
         self.dataset: list[Task] = []
-        if dataset_size is not None and not fresh_seeds:
+        if dataset_size is not None:  # checked with fresh_seeds too, where it does not apply
             size = check_positive(dataset_size, "dataset_size", integer=True)
+        if dataset_size is not None and not fresh_seeds:
             if size < self.pool_size:
                 raise ValueError(f"dataset_size must be >= pool_size {self.pool_size}, got {size}")
             levels = [start] * size if start is not None else np.linspace(self.low, self.high, size).tolist()
@@ -121,6 +125,10 @@ class TaskPoolCurriculum(Curriculum):
         self.history: list[dict[str, Any]] = []
         self._verdicts: dict[str, bool] = {}  # task id -> was its proposal accepted (until read)
         self.accepted = self.rejected = self.stale = 0
+
+    def _check_state(self, state: dict[str, Any]) -> None:
+        if len(state["slots"]) != self.pool_size:
+            raise ValueError(f"state holds {len(state['slots'])} slots, this pool_size is {self.pool_size}")
 
     def _fill(self, slot: dict[str, Any], task: Task) -> None:
         """Give ``slot`` a new active task: the next data set draw, or ``task`` for a fixed pool."""

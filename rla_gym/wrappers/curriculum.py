@@ -10,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 
 from rla_gym.core import RLAEnv, Task
-from rla_gym.curricula.base import Curriculum, EpisodeResult, check_band
+from rla_gym.curricula.base import Curriculum, EpisodeResult, check_bounds
 from rla_gym.curricula.rm_balance import RewardModelBalanceCurriculum
 
 #: One step of a trajectory as handed to ``predict_outcome``: (observation, action, next observation).
@@ -20,12 +20,15 @@ RESULT_KEYS = ("outcome", "rm_outcome_prediction", "rm_votes")
 
 
 def episode_result(task: Task, info: Mapping[str, Any], episode_return: float, length: int) -> EpisodeResult:
-    """The :class:`EpisodeResult` of a finished episode from its last-step ``info``."""
+    """The :class:`EpisodeResult` of a finished episode from its last-step ``info``; an episode
+    that a wrapper cut short before the env ended it (an outer ``TimeLimit``: the env says
+    ``outcome`` 0, or nothing) did not succeed: outcome -1."""
     prediction = info.get("rm_outcome_prediction")
     votes = info.get("rm_votes")
+    outcome = int(info.get("outcome", 0))
     return EpisodeResult(
         task=task,
-        outcome=int(info["outcome"]),
+        outcome=outcome if outcome in (1, -1) else -1,
         episode_return=float(episode_return),
         length=int(length),
         rm_outcome_prediction=None if prediction is None else float(prediction),
@@ -43,7 +46,10 @@ def check_curriculum_options(options: Mapping[str, Any] | None) -> None:
 class CurriculumWrapper(gym.Wrapper[Any, Any, Any, Any]):
     """Asks ``curriculum`` for the task at each reset and reports each finished episode.
 
-    At the last step ``info["curriculum"]`` holds the curriculum's metrics.
+    At the last step ``info["curriculum"]`` holds the curriculum's metrics. ``reset(seed=s)``
+    reseeds the curriculum's draws too (so the same seed gives the same task, and sub-envs
+    seeded apart draw apart); :attr:`training` says whether to train on the running episode;
+    a reset that cuts an episode short hands its task back (``Curriculum.abandon``).
 
     Examples:
         >>> import gymnasium as gym, rla_gym
@@ -58,11 +64,25 @@ class CurriculumWrapper(gym.Wrapper[Any, Any, Any, Any]):
         super().__init__(env)
         if not isinstance(env.unwrapped, RLAEnv):
             raise TypeError(f"CurriculumWrapper needs an rla_gym env, got {env.unwrapped!r}")
+        if not isinstance(curriculum, Curriculum):
+            raise TypeError(f"curriculum must be an rla_gym Curriculum, got {curriculum!r}")
+        if curriculum.needs_values:
+            raise ValueError(
+                f"{type(curriculum).__name__} scores episodes with the learner's value estimates "
+                "(needs_values), which a Gymnasium env cannot supply: use agents.curriculum."
+                "CurriculumVecEnv under SB3, or a score that needs none"
+            )
+        if isinstance(slot, bool) or not isinstance(slot, (int, np.integer)) or slot < 0:
+            raise ValueError(f"slot must be an integer >= 0, got {slot!r}")
         if curriculum.env_id != env.unwrapped.env_id:
             raise ValueError(f"curriculum serves {curriculum.env_id!r}, the env is {env.unwrapped.env_id!r}")
         self.curriculum = curriculum
         self.slot = slot
+        #: Whether the learner should train on the running episode (``Curriculum.trains_on``:
+        #: False for a rollout that only informs the curriculum, e.g. robust PLR's new levels).
+        self.training = True
         self._task: Task | None = None
+        self._ended = False
         self._return = 0.0
         self._length = 0
 
@@ -70,14 +90,19 @@ class CurriculumWrapper(gym.Wrapper[Any, Any, Any, Any]):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
         check_curriculum_options(options)
+        if seed is not None:  # the env's seed is the curriculum's too: reset(seed=s) repeats its task
+            self.curriculum.reseed(seed)
+        if self._task is not None and not self._ended:  # an episode cut short: never reported
+            self.curriculum.abandon(self._task)
         task = self.curriculum.next_task(self.slot)
+        self.training = self.curriculum.trains_on(task)
         self.env.unwrapped.set_task(task)  # type: ignore[attr-defined]
         obs, info = self.env.reset(seed=seed, options=options)
         if info["task_key"] != task.key:
             raise RuntimeError(
                 f"the env ran task key {info['task_key']}, not the assigned {task} (key {task.key})"
             )
-        self._task, self._return, self._length = task, 0.0, 0
+        self._task, self._return, self._length, self._ended = task, 0.0, 0, False
         self._begin(obs)
         return obs, info
 
@@ -88,6 +113,7 @@ class CurriculumWrapper(gym.Wrapper[Any, Any, Any, Any]):
         self._record(action, obs)
         if terminated or truncated:
             assert self._task is not None
+            self._ended = True
             self.curriculum.update(self._finish(self._task, info))
             info["curriculum"] = self.curriculum.metrics()
         return obs, float(reward), terminated, truncated, info
@@ -150,6 +176,10 @@ class AdaptiveDifficultyWrapper(CurriculumWrapper):
         base = env.unwrapped
         if not isinstance(base, RLAEnv):
             raise TypeError(f"AdaptiveDifficultyWrapper needs an rla_gym env, got {base!r}")
+        if predict_outcome is not None and not callable(predict_outcome):
+            raise TypeError(
+                f"predict_outcome must be a function of a trajectory or None, got {predict_outcome!r}"
+            )
         if predict_outcome is None and not _writes_outcome_prediction(env):
             raise ValueError(
                 "AdaptiveDifficultyWrapper needs info['rm_outcome_prediction'] at each episode's last "
@@ -158,7 +188,7 @@ class AdaptiveDifficultyWrapper(CurriculumWrapper):
                 "or pass predict_outcome="
             )
         if start is None:
-            low, high = check_band(*bounds, ("bounds[0]", "bounds[1]"))
+            low, high = check_bounds(bounds)
             start = base.difficulty if low <= base.difficulty <= high else low
         curriculum = RewardModelBalanceCurriculum(
             base.env_id, start=start, interval=interval, step=step, bounds=bounds,

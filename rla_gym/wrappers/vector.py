@@ -18,12 +18,17 @@ def sub_info(info: dict[str, Any], index: int, keys: tuple[str, ...]) -> dict[st
 
 
 class CurriculumVectorWrapper(VectorWrapper):
-    """Connects a curriculum to a ``SyncVectorEnv`` or ``AsyncVectorEnv`` (NEXT_STEP or SAME_STEP).
+    """Connects a curriculum to a vector env (``SyncVectorEnv``, ``AsyncVectorEnv``, the suite's
+    batched envs) under any autoreset mode.
 
     Autoreset calls ``reset()`` without options, so every sub-env always holds its *next*
     task, pinned through ``set_attr("pinned_task", ...)`` as soon as its current episode
     starts. Whenever an episode starts, the adapter checks that the sub-env runs the task
     assigned to it; each finished episode is reported to the curriculum exactly once.
+    ``reset(options={"reset_mask": ...})`` starts the masked sub-envs' next tasks and leaves
+    the others running (under ``DISABLED``, that is how finished sub-envs start again); an
+    episode a reset cuts short is not reported, and its task goes back to the curriculum
+    (:meth:`~rla_gym.curricula.base.Curriculum.abandon`).
     :attr:`training` says, per sub-env, whether the learner should train on its running
     episode (``Curriculum.trains_on``, asked as each task is handed out).
 
@@ -40,14 +45,23 @@ class CurriculumVectorWrapper(VectorWrapper):
     def __init__(self, env: VectorEnv, curriculum: Curriculum) -> None:
         super().__init__(env)
         mode = env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
-        if mode not in (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP):
-            raise ValueError(f"autoreset_mode must be NEXT_STEP or SAME_STEP, got {mode!r}")
+        if mode not in (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED):
+            raise ValueError(f"autoreset_mode must be NEXT_STEP, SAME_STEP or DISABLED, got {mode!r}")
+        if not isinstance(curriculum, Curriculum):
+            raise TypeError(f"curriculum must be an rla_gym Curriculum, got {curriculum!r}")
+        if curriculum.needs_values:
+            raise ValueError(
+                f"{type(curriculum).__name__} scores episodes with the learner's value estimates "
+                "(needs_values), which a Gymnasium vector env cannot supply: use agents.curriculum."
+                "CurriculumVecEnv under SB3, or a score that needs none"
+            )
         if not hasattr(env, "set_attr"):
             raise TypeError(
                 "CurriculumVectorWrapper pins each sub-env's next task with set_attr: wrap the vector env "
                 f"itself (gym.make_vec(...)) or a vector wrapper that keeps set_attr, got {env!r}"
             )
         self.same_step = mode == AutoresetMode.SAME_STEP
+        self.disabled = mode == AutoresetMode.DISABLED
         self.curriculum = curriculum
         n = env.num_envs
         self.running: list[Task] = []  # the task of each sub-env's current episode
@@ -58,10 +72,13 @@ class CurriculumVectorWrapper(VectorWrapper):
         self._returns = np.zeros(n)
         self._lengths = np.zeros(n, dtype=np.int64)
         self._restart = np.zeros(n, dtype=bool)  # NEXT_STEP: these sub-envs reset on the next step
+        self._ended = np.zeros(n, dtype=bool)  # DISABLED: finished, waiting for a reset
 
     @property
     def autoreset_mode(self) -> AutoresetMode:
-        """The wrapped env's autoreset mode (NEXT_STEP or SAME_STEP), as TorchRL and others read it."""
+        """The wrapped env's autoreset mode, as TorchRL and others read it."""
+        if self.disabled:
+            return AutoresetMode.DISABLED
         return AutoresetMode.SAME_STEP if self.same_step else AutoresetMode.NEXT_STEP
 
     def reset(
@@ -69,21 +86,44 @@ class CurriculumVectorWrapper(VectorWrapper):
     ) -> tuple[Any, dict[str, Any]]:
         check_curriculum_options(options)
         n = self.num_envs
-        self.running, self.training[:] = self._draw(range(n))
-        self._pin(self.running)
+        mask = None if options is None else options.get("reset_mask")
+        if mask is not None and (np.shape(mask) != (n,) or np.asarray(mask).dtype != np.bool_):
+            raise ValueError(f"options['reset_mask'] must be a bool array of shape ({n},), got {mask!r}")
+        rows = list(range(n)) if mask is None else np.flatnonzero(mask).tolist()
+        first = not self.queued
+        if first:  # the running tasks are drawn now
+            if len(rows) != n:
+                raise ValueError("the first reset of a CurriculumVectorWrapper takes no reset_mask")
+            self.running, flags = self._draw(rows)
+            self.queued, self.training[:] = list(self.running), flags
+            self._pin(self.running)
         obs, info = self.env.reset(seed=seed, options=options)
-        self._check(info, range(n))
-        self.queued, self._training_queued[:] = self._draw(range(n))
+        if not first:  # the reset sub-envs started the tasks pinned for them
+            for k in rows:
+                if not (self._ended[k] or self._restart[k]):  # an episode cut short: never reported
+                    self.curriculum.abandon(self.running[k])
+                self.running[k], self.training[k] = self.queued[k], self._training_queued[k]
+        self._check(info, rows)
+        tasks, flags = self._draw(rows)
+        for k, task, flag in zip(rows, tasks, flags, strict=True):
+            self.queued[k], self._training_queued[k] = task, flag
         self._pin(self.queued)
-        self._returns[:] = 0
-        self._lengths[:] = 0
-        self._restart[:] = False
+        self._returns[rows] = self._lengths[rows] = 0
+        self._restart[rows] = self._ended[rows] = False
         return obs, info
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         obs, rewards, terminated, truncated, info = self.env.step(actions)
         done = terminated | truncated
-        if self.same_step:
+        if self.disabled:  # finished sub-envs wait, unstepped, for a reset
+            running = ~self._ended
+            self._returns[running] += rewards[running]
+            self._lengths[running] += 1
+            finished = np.flatnonzero(done & running)
+            started = np.empty(0, dtype=np.int64)
+            self._ended[finished] = True
+            final = info
+        elif self.same_step:
             self._returns += rewards
             self._lengths += 1
             finished = started = np.flatnonzero(done)
