@@ -435,9 +435,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             settings = apply_preset(settings, given)
         if command == "train":  # flags typed that this run does not read: say so, then train
-            from agents.loop import ignored_settings
+            from agents.loop import ignored_settings, validate_settings
 
-            for note in ignored_settings(settings, given):
+            try:  # no notes on a run that will not start (train names the bad value)
+                validate_settings(settings)
+                notes = ignored_settings(settings, given)
+            except (ValueError, TypeError):
+                notes = []
+            for note in notes:
                 print(f"rla: note: {note}", file=sys.stderr)
         run(settings)
     except (ValueError, TypeError) as error:

@@ -19,7 +19,12 @@ from agents.trajectories import Trajectory
 
 
 def _check_lam_m(lam: float, m: int | None = None) -> None:
-    if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not math.isfinite(lam) or lam < 0:
+    if (
+        isinstance(lam, bool)
+        or not isinstance(lam, (int, float, np.floating, np.integer))
+        or not math.isfinite(lam)
+        or lam < 0
+    ):
         raise ValueError(f"lam must be a finite number >= 0, got {lam!r}")
     if m is not None and (isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1):
         raise ValueError(f"m must be an integer >= 1, got {m!r}")
@@ -54,7 +59,7 @@ def integrated_trajectory_reward(outcome: int, scores: Any, lam: float = 0.2) ->
     if outcome not in (1, -1):
         raise ValueError(f"outcome must be +1 or -1, got {outcome!r}")
     s = np.asarray(scores, dtype=np.float64)
-    if s.size == 0 or np.abs(s).max() > 1:
+    if s.size == 0 or not np.isfinite(s).all() or np.abs(s).max() > 1:
         raise ValueError(f"scores must be a non-empty sequence in [-1, 1], got {scores!r}")
     return float(outcome + lam * s.mean())
 
@@ -140,7 +145,10 @@ class ProcessRewardWrapper(gym.Wrapper[Any, Any, Any, Any]):
             info["rm_outcome_prediction"] = self._predict(obs)
             info["rm_votes"] = np.stack(self._votes)
         self._obs = obs["tokens"]
-        return obs, float(reward) + self.lam * float(votes.mean()), terminated, truncated, info
+        # the outcome O in {+1, -1} at the last step (an episode cut by an outer time limit, where
+        # the env says 0, failed); the env's own reward, 1 or 0, is not the method's O
+        outcome = (1.0 if info.get("outcome") == 1 else -1.0) if terminated or truncated else 0.0
+        return obs, outcome + self.lam * float(votes.mean()), terminated, truncated, info
 
     @torch.no_grad()
     def _predict(self, final_obs: Any) -> float:

@@ -121,9 +121,14 @@ def check_voters(mode: str, prm: ProcessRewardModel | None, lam: float, m: int) 
         raise ValueError(f"mode {mode!r} needs a ProcessRewardModel")
     if flags.oracle and prm is not None:
         raise ValueError(f"mode {mode!r} votes with the env's exact labels: pass prm=None")
-    if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not np.isfinite(lam) or lam < 0:
+    if (
+        isinstance(lam, bool)
+        or not isinstance(lam, (int, float, np.floating, np.integer))
+        or not np.isfinite(lam)
+        or lam < 0
+    ):
         raise ValueError(f"lam must be a finite number >= 0, got {lam!r}")
-    if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+    if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1:
         raise ValueError(f"m must be an integer >= 1, got {m!r}")
 
 
@@ -289,11 +294,13 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
             rewards += self._rollout["process"][0]
         for i in done_envs:
             info = infos[i]
-            rewards[i] += self.outcome_weight * info["outcome"]
+            # an episode cut by an outer time limit (the env says outcome 0) did not succeed
+            outcome = 1 if info.get("outcome") == 1 else -1
+            rewards[i] += self.outcome_weight * outcome
             # the outcome is final (the step budget is part of the task): SB3 must not add
             # gamma * V(terminal obs) to it as it does for time-limit truncations
             info["TimeLimit.truncated"] = False
-            self.finished.append(self._trajectory(i, int(info["outcome"])))
+            self.finished.append(self._trajectory(i, outcome))
             if self.scoring and self._late_votes:
                 info["rm_outcome_prediction"] = predictions[i]  # its votes come at the rollout end
             elif self.scoring:
@@ -429,6 +436,9 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
         """
         if not self.deferred:
             raise RuntimeError("finish_rollout() is for deferred=True; rewards already hold the process part")
+        if not self._rollout or not self._position:  # no step since the last call (or the reset)
+            self._position, self._unscored_from[:] = 0, 0
+            return np.zeros((0, self.num_envs), np.float32)
         if self.scoring and self._late_votes:
             self._vote_rollout()
         elif self.scoring:

@@ -117,8 +117,7 @@ class ProcessRewardModel(nn.Module):
         )
         self.device = resolve_device(device)
         self.to(self.device)
-        self._parameter_list = list(self.parameters())
-        self._numpy_cache: tuple[tuple[tuple[int, int], ...], dict[str, Any]] | None = None
+        self._numpy_cache: tuple[tuple[tuple[int, int, int], ...], dict[str, Any]] | None = None
 
     @classmethod
     def for_env(cls, env: Any, **kwargs: Any) -> ProcessRewardModel:
@@ -203,8 +202,8 @@ class ProcessRewardModel(nn.Module):
         head, so a trajectory's :meth:`predict_outcomes` is its last step's estimate (value head) or
         the mean of its steps' estimates (step head).
         """
-        if m < 1:
-            raise ValueError(f"m must be >= 1, got {m}")
+        if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1:
+            raise ValueError(f"m must be an integer >= 1, got {m!r}")
         logits, next_values = self._logits_and_next_values(steps)
         p = torch.sigmoid(logits)
         draws = torch.rand((len(p), m), generator=generator, device=p.device)
@@ -290,7 +289,8 @@ class ProcessRewardModel(nn.Module):
         tensors), taken again whenever a parameter has changed."""
         # in-place updates (plain optimiser steps, load_state_dict) bump _version and .to() moves
         # data_ptr; a fused optimiser step does neither, so PRMTrainer drops the copy after each
-        key = tuple((p.data_ptr(), p._version) for p in self._parameter_list)
+        # the parameters themselves too: load_state_dict(assign=True) puts new ones in
+        key = tuple((id(p), p.data_ptr(), p._version) for p in self.parameters())
         if self._numpy_cache is None or self._numpy_cache[0] != key:
             unused = "step_net" if self.head == "value" else "value_net"
             copies = {
@@ -477,10 +477,13 @@ class PRMTrainer:
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
         if objective == "value-difference" and prm.head != "value":
             raise ValueError("objective 'value-difference' needs ProcessRewardModel(head='value')")
-        if not (isinstance(lam, (int, float)) and math.isfinite(lam) and lam >= 0):
+        if isinstance(lam, bool) or not (
+            isinstance(lam, (int, float, np.floating, np.integer)) and math.isfinite(lam) and lam >= 0
+        ):
             raise ValueError(f"lam must be a finite number >= 0, got {lam!r}")
-        if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+        if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1:
             raise ValueError(f"m must be an integer >= 1, got {m!r}")
+        m = int(m)
         if objective.startswith("consistency") and m < 2:
             raise ValueError(
                 f"objective {objective!r} needs m >= 2 votes (one vote is always unanimous), got {m}"
@@ -570,7 +573,10 @@ class PRMTrainer:
     ) -> torch.Tensor:
         """MSE of each trajectory's mean step score against its outcome."""
         scores = 2 * torch.sigmoid(logits) - 1
-        mean = torch.zeros(len(outcomes), device=logits.device).index_add(0, owner, scores) / lengths
+        mean = torch.zeros(len(outcomes), device=logits.device, dtype=scores.dtype).index_add(
+            0, owner, scores
+        )
+        mean = mean / lengths
         return ((mean - outcomes) ** 2).mean()
 
     def _consistency_loss(

@@ -76,9 +76,8 @@ def test_wrapper_adds_process_reward_and_outcome_prediction() -> None:
         obs, reward, terminated, truncated, info = env.step(random_agent(obs, info, rng))
         done = terminated or truncated
         votes = info["rm_step_votes"]
-        assert votes.shape == (4,) and reward == pytest.approx(
-            (1.0 if terminated else 0.0) + 0.5 * votes.mean()
-        )
+        outcome = 1.0 if terminated else -1.0 if truncated else 0.0  # O in {+1, -1} at the last step
+        assert votes.shape == (4,) and reward == pytest.approx(outcome + 0.5 * votes.mean())
     assert info["rm_votes"].shape[1] == 4
     assert isinstance(info["rm_outcome_prediction"], float)
     with pytest.raises(TypeError, match="needs obs_mode='dict'"):
@@ -136,3 +135,27 @@ def test_the_wrapper_votes_on_each_episode_s_own_steps() -> None:
         assert info["rm_outcome_prediction"] == pytest.approx(np.mean(scores), abs=1e-6)
         lengths.append(len(votes))
     assert min(lengths) > 1
+
+
+def test_an_outer_time_limit_ends_an_episode_as_a_failure_in_the_loop_s_reward() -> None:
+    """A user's ``TimeLimit`` cuts episodes before the env ends them (the env says outcome 0
+    there): the loop's reward adds O = -1 and the PRM trains on outcome -1, as the curricula."""
+    from gymnasium.wrappers import TimeLimit
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from agents.loop_runtime import IntegratedRewardVecEnv
+
+    venv = make_vec_env("rla_gym:RLA-TextNav-v0", n_envs=2, seed=0, env_kwargs={"difficulty": 0.8},
+                        wrapper_class=TimeLimit, wrapper_kwargs={"max_episode_steps": 3})  # fmt: skip
+    env = IntegratedRewardVecEnv(venv, None, mode="oracle", lam=0.0)
+    env.reset()
+    for _ in range(3):
+        _, rewards, dones, _ = env.step(np.zeros(2, dtype=np.int64))
+    assert dones.all() and rewards.tolist() == [-1.0, -1.0]
+    assert [t.outcome for t in env.drain()] == [-1, -1]
+
+
+def test_the_integrated_rewards_refuse_what_is_not_a_number() -> None:
+    with pytest.raises(ValueError, match="scores must be a non-empty sequence in \\[-1, 1\\]"):
+        integrated_trajectory_reward(1, [float("nan"), 0.5])
+    assert integrated_step_rewards(1, [[1, 1]], lam=np.float32(0.5)).tolist() == [1.5]  # numpy numbers

@@ -48,7 +48,7 @@ def test_votes_scores_and_devices(env) -> None:
     assert abs(float(votes.eq(1).float().mean() - p.mean())) < 0.02  # votes follow sigmoid(logit)
     score = prm.score(steps)
     assert torch.allclose(score, 2 * p - 1) and score.abs().max() <= 1
-    with pytest.raises(ValueError, match="m must be >= 1, got 0"):
+    with pytest.raises(ValueError, match="m must be an integer >= 1, got 0"):
         prm.votes(steps, m=0)
 
 
@@ -461,3 +461,36 @@ def test_the_diagnostics_vote_metrics_by_hand(env) -> None:
     assert metrics["p_plus"] == pytest.approx((votes[outcomes == 1] == 1).mean())
     assert metrics["p_minus"] == pytest.approx((votes[outcomes == -1] == -1).mean())
     assert metrics["process_accuracy"] == pytest.approx(((logits > 0) == (labels > 0)).mean())
+
+
+def test_the_prm_at_its_edges() -> None:
+    """float64 weights train with every objective; the CPU fast path follows weights swapped in
+    (``load_state_dict(assign=True)``); ``m`` and ``lam`` are named when they are not numbers of
+    the right kind; a late-vote rollout with no step gives no process rewards."""
+    import gymnasium as gym
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from agents.loop_runtime import IntegratedRewardVecEnv
+    from agents.reward_model import PRMTrainer
+    from agents.trajectories import collect_mixture_trajectories
+
+    env = gym.make("RLA-TextNav-v0")
+    trajectories = collect_mixture_trajectories("RLA-TextNav-v0", 0.2, tasks=2, rollouts_per_task=3, seed=0)
+    for head, objective in (("step", "regression"), ("value", "value-difference")):
+        prm = ProcessRewardModel.for_env(env, head=head, device="cpu", seed=0).double()
+        assert PRMTrainer(prm, objective).update(trajectories)["trajectories"] == len(trajectories)
+    prm = ProcessRewardModel.for_env(env, device="cpu", seed=0)
+    steps = prm.steps(trajectories)
+    columns = [steps[k].numpy() for k in ("obs", "action", "next_obs")]
+    before = prm.probabilities(*columns)[0]
+    other = ProcessRewardModel.for_env(env, device="cpu", seed=1)
+    prm.load_state_dict(other.state_dict(), assign=True)
+    assert np.allclose(prm.probabilities(*columns)[0], other.probabilities(*columns)[0])
+    assert not np.allclose(prm.probabilities(*columns)[0], before)
+    with pytest.raises(ValueError, match="m must be an integer >= 1, got 2.5"):
+        prm.assess(steps, 2.5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="lam must be a finite number >= 0, got True"):
+        PRMTrainer(prm, "consistency", lam=True)  # type: ignore[arg-type]
+    venv = IntegratedRewardVecEnv(make_vec_env("RLA-TextNav-v0", n_envs=2), prm, mode="reward", deferred=True)
+    venv.reset()
+    assert venv.finish_rollout().shape == (0, 2)

@@ -28,7 +28,7 @@ FAST = [
     "--device", "cpu",
 ]  # fmt: skip
 #: PPO for the tests that count steps per rollout exactly
-PPO_FAST = ["--algo", "ppo", *FAST]
+PPO_FAST = ["--algo", "ppo", "--n-envs", "2", "--n-steps", "256", "--eval-episodes", "5", "--device", "cpu"]
 
 
 def test_killed_training_resumes_from_its_last_checkpoint(tmp_path: Path) -> None:
@@ -263,8 +263,8 @@ def test_a_settings_json_that_is_not_valid_json_is_named(tmp_path: Path, capsys)
     assert main(["train", "--out", str(out), "--resume", "--steps", "1024"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"rla: error: {out / 'settings.json'} is not valid JSON (") and "restore it" in err
-    settings = TrainSettings(algo="ppo", steps=1024, out=str(out), resume=True, n_envs=2, groups=2,
-                             group_size=4, eval_episodes=5, device="cpu")  # fmt: skip
+    settings = TrainSettings(algo="ppo", steps=1024, out=str(out), resume=True, n_envs=2, eval_episodes=5,
+                             device="cpu")  # fmt: skip
     with pytest.raises(ValueError, match="settings.json is not valid JSON"):
         resume_settings(settings, {"steps"})
     with pytest.raises(ValueError, match="settings.json is not valid JSON"):
@@ -632,7 +632,7 @@ def test_flags_a_run_does_not_read_are_named_before_it_trains(tmp_path: Path, ca
     from agents.loop import LoopSettings, ignored_settings
 
     args = ["train", "--steps", "512", "--out", str(tmp_path / "run"), "--difficulty", "0.3", "--mu", "1.2"]
-    ppo = ["--algo", "ppo", "--n-envs", "2", "--n-steps", "256", "--eval-episodes", "5", "--device", "cpu"]
+    ppo = PPO_FAST  # no group-trainer flags: PPO would not read them
     assert main([*args, *ppo]) == 0
     out, err = capsys.readouterr()
     assert out.startswith("training RLA-TextNav-v0 (ppo, mode env, lambda 1, encoder")
