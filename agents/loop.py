@@ -401,7 +401,7 @@ def _curriculum(settings: LoopSettings, *, grouped: bool = False) -> Curriculum:
         return FixedCurriculum(settings.env, settings.difficulty, seed=settings.seed)
     kwargs = curriculum_kwargs(settings.curriculum, settings.max_difficulty)
     cls = CURRICULA[settings.curriculum]
-    if grouped and "rollouts_per_task" in inspect.signature(cls).parameters:
+    if grouped and _takes(cls, "rollouts_per_task"):
         kwargs["rollouts_per_task"] = settings.group_size  # a group is one round of a task
     if grouped and issubclass(cls, PrioritizedLevelReplay):  # no critic: the trainer scores episodes
         kwargs["score"] = "external"
@@ -484,6 +484,20 @@ def _algorithm(settings: LoopSettings, venv: VecEnv) -> Any:
     return PPO(TokenPolicy, venv, **ppo, **common)
 
 
+def _takes(cls: type, name: str) -> bool:
+    """Whether ``cls(...)`` takes keyword ``name``: in its ``__init__``, or in a parent's that a
+    ``**kwargs`` passes it to (``FreshTaskPoolCurriculum`` forwards to ``TaskPoolCurriculum``)."""
+    for klass in cls.__mro__:
+        if "__init__" not in vars(klass):
+            continue
+        parameters = inspect.signature(klass.__init__).parameters  # type: ignore[misc]
+        if name in parameters:
+            return True
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+            return False
+    return False
+
+
 def curriculum_kwargs(name: str, max_difficulty: float) -> dict[str, Any]:
     """Constructor arguments that keep curriculum ``name`` within [0, max_difficulty] in the loop.
 
@@ -493,7 +507,7 @@ def curriculum_kwargs(name: str, max_difficulty: float) -> dict[str, Any]:
     top = check_difficulty(max_difficulty, "max_difficulty")
     if name == "rm-balance":  # its wrapper's default lower bound is 0.1
         return {"bounds": (min(0.1, top / 2), top)}
-    if name in CURRICULA and "bounds" in inspect.signature(CURRICULA[name]).parameters:
+    if name in CURRICULA and _takes(CURRICULA[name], "bounds"):
         return {"bounds": (0.0, top)}
     return {}
 

@@ -296,3 +296,30 @@ def test_bad_arguments_are_named_at_construction(make, error: type, message: str
 
 def test_numpy_integers_are_integers() -> None:
     assert RewardModelBalanceCurriculum(E, cooldown=np.int64(2)).cooldown == 2
+
+
+def test_the_loop_s_default_curriculum_takes_its_group_size_and_bounds() -> None:
+    """``task-pool-fresh`` (``rla train``'s default) forwards its arguments to the task pool: the
+    loop's ``--group-size`` and ``--max-difficulty`` reach it (they did not)."""
+    from agents.loop import LoopSettings, _curriculum
+
+    pool = _curriculum(LoopSettings(algo="grpo", mode="env", group_size=4, max_difficulty=0.3), grouped=True)
+    assert (pool.rollouts, pool.low, pool.high) == (4, 0.0, 0.3)
+    default = _curriculum(LoopSettings(algo="grpo", mode="env"), grouped=True)
+    assert (default.rollouts, default.low, default.high) == (8, 0.0, 1.0)
+
+
+@pytest.mark.parametrize("fresh", [True, False])
+def test_more_groups_than_slots_share_their_round_s_verdict(fresh: bool) -> None:
+    """A slot handed two groups in a round is judged on the first; the second reads the same
+    verdict, so a rejected proposal's rollouts are never trained on (the second got None)."""
+    cls = FreshTaskPoolCurriculum if fresh else TaskPoolCurriculum
+    pool = cls(E, pool_size=1, rollouts_per_task=2)
+    for won in (True, True):  # a round all won proposes a harder task; this round judges it
+        groups = [pool.next_group(0, 2), pool.next_group(0, 2)]  # two groups, one slot
+        for group in groups:
+            for task in group:
+                pool.update(EpisodeResult(task, 1 if won else -1, 1.0, 3))
+    verdicts = [pool.verdict(group[0]) for group in groups]
+    assert verdicts[0] is not None and verdicts == [verdicts[0]] * 2
+    assert pool.verdict(groups[0][0]) is None  # every group of the round has read it

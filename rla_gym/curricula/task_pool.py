@@ -123,7 +123,8 @@ class TaskPoolCurriculum(Curriculum):
             self._fill(slot, self.new_task(self.low if start is None else start))
             self.slots.append(slot)
         self.history: list[dict[str, Any]] = []
-        self._verdicts: dict[str, bool] = {}  # task id -> was its proposal accepted (until read)
+        # task id -> [was its proposal accepted, groups of it still to read the verdict]
+        self._verdicts: dict[str, list[Any]] = {}
         self.accepted = self.rejected = self.stale = 0
 
     def _check_state(self, state: dict[str, Any]) -> None:
@@ -157,19 +158,27 @@ class TaskPoolCurriculum(Curriculum):
         chosen = min(self.slots, key=lambda s: (s["assigned"] >= self.rollouts, s.get("served", 0)))
         chosen["assigned"] += size
         chosen["served"] = chosen.get("served", 0) + size
-        if not self.fresh_seeds:
-            return [chosen["phase"]] * size
-        task = self.new_task(chosen["phase"].difficulty)
-        issued = chosen["issued"]  # task -> rollouts issued and not yet back
-        issued[task] = issued.get(task, 0) + size
+        task = chosen["phase"] if not self.fresh_seeds else self.new_task(chosen["phase"].difficulty)
+        if self.fresh_seeds:
+            issued = chosen["issued"]  # task -> rollouts issued and not yet back
+            issued[task] = issued.get(task, 0) + size
+        groups = chosen.setdefault("groups", {})  # task id -> groups of this round handed out
+        groups[task.task_id] = groups.get(task.task_id, 0) + 1
         return [task] * size
 
     def verdict(self, task: Task) -> bool | None:
-        """Whether the proposal ``task``'s rollouts judged was accepted; None if they judged no
-        proposal (or it was read already). The paper trains on a proposal's rollouts only if it
-        is accepted: a trainer that holds a round back until its judgement (``agents.grpo``)
-        asks here."""
-        return self._verdicts.pop(task.task_id, None)
+        """Whether the proposal ``task``'s round judged was accepted; None if it judged no
+        proposal (or every group of the round has read it). The paper trains on a proposal's
+        rollouts only if it is accepted: a trainer that holds a round back until its judgement
+        (``agents.grpo``) asks here, once per group; a slot served more groups than its round
+        needs gives each the verdict the first ones earned."""
+        entry = self._verdicts.get(task.task_id)
+        if entry is None:
+            return None
+        entry[1] -= 1  # each group of the judged round reads it once
+        if entry[1] <= 0:
+            del self._verdicts[task.task_id]
+        return bool(entry[0])
 
     def is_pending(self, task: Task) -> bool:
         """Whether ``task`` is a proposal awaiting judgement (the paper trains on it only if accepted)."""
@@ -226,7 +235,12 @@ class TaskPoolCurriculum(Curriculum):
                 {"from": active, "to": slot["phase"], "direction": slot["direction"],
                  "acc": base, "new_acc": acc, "accepted": accept, "episode": self.episodes}
             )  # fmt: skip
-            self._verdicts.update(dict.fromkeys(slot.get("judged", []), accept))
+            # every task of the round, its groups counted: a slot served more groups than a round
+            # needs (more groups than slots) is judged on the first ones, the rest share the verdict
+            groups = dict.fromkeys(slot.get("judged", []), 1) | slot.get("groups", {})
+            self._verdicts.update({task_id: [accept, n] for task_id, n in groups.items()})
+            for task_id in list(self._verdicts)[: max(0, len(self._verdicts) - 64 * self.pool_size)]:
+                del self._verdicts[task_id]  # verdicts no trainer reads: keep the latest only
             if accept:
                 slot.update(active=slot["phase"], acc=acc, rejections=0, scale=1.0)
                 if slot["index"] is not None:
@@ -254,11 +268,15 @@ class TaskPoolCurriculum(Curriculum):
     def _start_round(slot: dict[str, Any], task: Task, direction: int, base_acc: float | None) -> None:
         slot.update(
             phase=task, direction=direction, base_acc=base_acc, outcomes=[], predictions=[], assigned=0,
-            issued={}, judged=[],
+            issued={}, judged=[], groups={},
         )  # fmt: skip
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
+        self._verdicts = {  # states saved before verdicts counted their groups: read once
+            task_id: entry if isinstance(entry, list) else [entry, 1]
+            for task_id, entry in self._verdicts.items()
+        }
         for slot in self.slots:  # states saved before ``issued`` became a dict held a list
             if isinstance(slot.get("issued"), list):
                 counts: dict[Task, int] = {}
