@@ -103,6 +103,18 @@ class GroupPPO(OnPolicyAlgorithm):
                 f"the env count ({env.num_envs}) must be a multiple of group_size ({group_size})"
             )
         keeps_group([1], group_filter)  # validates the name
+        for name, number, least in (("clip_range", clip_range, 0.0), ("max_grad_norm", max_grad_norm, 0.0)):
+            if isinstance(number, bool) or not isinstance(number, (int, float)) or not 0 < number < np.inf:
+                raise ValueError(f"{name} must be a finite number > {least:g}, got {number!r}")
+        for name, number in (("kl_coef", kl_coef), ("ent_coef", ent_coef)):
+            if isinstance(number, bool) or not isinstance(number, (int, float)) or not 0 <= number < np.inf:
+                raise ValueError(f"{name} must be a finite number >= 0, got {number!r}")
+        if not isinstance(masked, bool):
+            raise TypeError(f"masked must be a bool, got {masked!r}")
+        if not isinstance(curriculum, Curriculum):
+            raise TypeError(f"curriculum must be an rla_gym Curriculum, got {curriculum!r}")
+        if reward_env is None or not hasattr(reward_env, "finished"):
+            raise TypeError(f"reward_env must be the loop's IntegratedRewardVecEnv, got {reward_env!r}")
         if curriculum.needs_values:
             raise ValueError(
                 f"{type(curriculum).__name__} needs a critic's value estimates (needs_values), which the "
@@ -170,6 +182,11 @@ class GroupPPO(OnPolicyAlgorithm):
                 actions, _, log_probs = self.policy(obs_tensor)
         return actions.cpu().numpy(), log_probs.cpu().numpy()
 
+    def _excluded_save_params(self) -> list[str]:
+        """SB3's, and the loop's objects passed in (the reward env wraps the vec env; the
+        curriculum has its own ``state_dict``): ``save`` writes the policy and its settings."""
+        return [*super()._excluded_save_params(), "reward_env", "curriculum", "_memory", "_samples"]
+
     def collect_rollouts(
         self, env: VecEnv, callback: BaseCallback, rollout_buffer: Any, n_rollout_steps: int
     ) -> bool:
@@ -183,10 +200,14 @@ class GroupPPO(OnPolicyAlgorithm):
             rollouts = self._run_batched(vector, tasks, callback)
         else:
             rollouts = self._run_each(env.envs, tasks, callback)  # type: ignore[attr-defined]
-        if rollouts is None:
+        if rollouts is None:  # a callback stopped the round: its tasks go back unreported
+            for task in tasks:
+                self.curriculum.abandon(task)
             return False
         steps, outcomes, returns = rollouts
         self._finish_round(tasks, trains, steps, outcomes, returns)
+        for key, value in self.round_stats.items():  # in this round's log row (train's come a row later)
+            self.logger.record(f"grpo/{key}", value)
         callback.on_rollout_end()
         return True
 
@@ -301,6 +322,9 @@ class GroupPPO(OnPolicyAlgorithm):
             finished = active[done]
             outcomes[finished] = info["outcome"][finished]
             self.ep_success_buffer.extend(info["is_success"][finished].tolist())  # type: ignore[union-attr]
+            self.ep_info_buffer.extend(  # type: ignore[union-attr]  # Monitor's, as on the DummyVecEnv path
+                {"r": float(returns[i]), "l": len(steps[i])} for i in finished.tolist()
+            )
             running[finished] = False
             self.num_timesteps += active.size
             callback.update_locals(locals())
@@ -393,8 +417,6 @@ class GroupPPO(OnPolicyAlgorithm):
     # ------------------------------------------------------------ update
     def train(self) -> None:
         """Clipped surrogate on the round's samples; k3 KL to the pre-update policy; no critic."""
-        for key, value in self.round_stats.items():
-            self.logger.record(f"grpo/{key}", value)
         samples, self._samples = self._samples, None
         if samples is None:
             self.logger.record("grpo/samples", 0)

@@ -391,3 +391,46 @@ def test_the_update_s_loss_is_the_clipped_surrogate_plus_the_k3_kl_by_hand() -> 
     assert logged["train/kl_k3"] == pytest.approx(k3.mean(), abs=1e-5)
     assert logged["train/clip_fraction"] == 1.0 and logged["grpo/samples"] == 4
     assert model._samples is None  # a round's samples train once
+
+
+def test_the_group_trainer_at_its_edges(tmp_path) -> None:
+    """``save`` writes the policy (the reward env, which wraps the vec env, made it fail); a round
+    a callback stops hands its tasks back, so every pool slot is served again; the batched path
+    logs episode rewards and lengths as the DummyVecEnv path; a round's ``grpo/`` figures are in
+    its own log row; bad trainer numbers are named."""
+    from stable_baselines3.common.callbacks import BaseCallback, CallbackList
+    from stable_baselines3.common.logger import Logger
+
+    torch.set_num_threads(1)
+    settings = LoopSettings(algo="grpo", mode="outcome", difficulty=0.0, groups=2, group_size=4, seed=0,
+                            device="cpu", vec_env="batched")  # fmt: skip
+    model, callback = build_loop(settings)
+    logger, rows = Logger(folder=None, output_formats=[]), []
+    dump = logger.dump
+    logger.dump = lambda step=0: (rows.append(dict(logger.name_to_value)), dump(step))[1]
+    model.set_logger(logger)
+    model.learn(1, callback=callback)  # one round
+    assert rows and "grpo/success" in rows[0] and "rollout/ep_rew_mean" in rows[0]
+    assert rows[0]["rollout/ep_len_mean"] > 0
+    model.save(tmp_path / "grpo")
+    assert (tmp_path / "grpo.zip").stat().st_size > 0
+
+    class StopAtOnce(BaseCallback):
+        def _on_step(self) -> bool:
+            return False
+
+    pool = TaskPoolCurriculum("RLA-TextNav-v0", pool_size=2, rollouts_per_task=4)
+    model, callback = build_loop(LoopSettings(algo="grpo", mode="env", groups=2, group_size=4, seed=0,
+                                              device="cpu", curriculum="task-pool"))  # fmt: skip
+    model.curriculum = pool
+    model.learn(1, callback=CallbackList([callback, StopAtOnce()]))
+    assert [slot["assigned"] for slot in pool.slots] == [0, 0]  # the stopped round's tasks came back
+    for name, value, message in (
+        ("clip_range", -0.2, "clip_range must be a finite number > 0, got -0.2"),
+        ("kl_coef", float("nan"), "kl_coef must be a finite number >= 0, got nan"),
+        ("masked", "no", "masked must be a bool, got 'no'"),
+        ("curriculum", None, "curriculum must be an rla_gym Curriculum, got None"),
+    ):
+        kwargs = {"reward_env": model.reward_env, "curriculum": FixedCurriculum("RLA-TextNav-v0", 0.0)}
+        with pytest.raises((ValueError, TypeError), match=message):
+            GroupPPO("MultiInputPolicy", model.env, **{**kwargs, name: value})

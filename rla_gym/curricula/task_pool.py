@@ -166,6 +166,19 @@ class TaskPoolCurriculum(Curriculum):
         groups[task.task_id] = groups.get(task.task_id, 0) + 1
         return [task] * size
 
+    def abandon(self, task: Task) -> None:
+        """A rollout of ``task`` that will not be reported (a round cut short) no longer counts as
+        assigned, so its slot is served again."""
+        slot = self._slot_of(task)
+        if slot is None:
+            return
+        slot["assigned"] = max(0, slot["assigned"] - 1)
+        slot["served"] = max(0, slot.get("served", 0) - 1)
+        if self.fresh_seeds:
+            slot["issued"][task] -= 1
+            if not slot["issued"][task]:
+                del slot["issued"][task]
+
     def verdict(self, task: Task) -> bool | None:
         """Whether the proposal ``task``'s round judged was accepted; None if it judged no
         proposal (or every group of the round has read it). The paper trains on a proposal's
