@@ -237,9 +237,16 @@ class GroupPPO(OnPolicyAlgorithm):
             seen = self._policy_view(batch, rows)
             actions, log_probs = self._act_batch(seen)
             still, nexts = [], []
+            # this step as SB3's callbacks read it, over every env (those that waited: nothing)
+            step_dones, step_rewards = (
+                np.zeros(len(tasks), dtype=bool),
+                np.zeros(len(tasks), dtype=np.float32),
+            )
+            step_infos: list[dict[str, Any]] = [{} for _ in tasks]
             for k, (i, action, log_prob) in enumerate(zip(active, actions, log_probs, strict=True)):
                 nxt, reward, terminated, truncated, info = envs[i].step(int(action))
                 done = terminated or truncated
+                step_dones[i], step_rewards[i], step_infos[i] = done, reward, info
                 after = 0.0 if done else gamma * info.get("distance", 0.0)
                 gain, distances[i] = float(distances[i] - after), info.get("distance", 0.0)
                 label = 1 if info.get("progress") == 1 else -1
@@ -258,7 +265,15 @@ class GroupPPO(OnPolicyAlgorithm):
             self._remember(rows, nexts, actions)
             self.num_timesteps += len(active)
             active = still
-            callback.update_locals(locals())
+            callback.update_locals(
+                {
+                    **locals(),
+                    "dones": step_dones,
+                    "rewards": step_rewards,
+                    "infos": step_infos,
+                    "new_obs": obs,
+                }
+            )
             if not callback.on_step():
                 return None
         return steps, outcomes, returns
@@ -327,7 +342,12 @@ class GroupPPO(OnPolicyAlgorithm):
             )
             running[finished] = False
             self.num_timesteps += active.size
-            callback.update_locals(locals())
+            stepped = np.zeros(n, dtype=bool)
+            stepped[active] = True
+            callback.update_locals({  # SB3's names over every sub-env (those that waited: nothing)
+                **locals(), "dones": (terminated | truncated) & stepped, "new_obs": obs, "vector_info": info,
+                "rewards": np.where(stepped, rewards, 0.0),
+            })  # fmt: skip
             if not callback.on_step():
                 return None
         return steps, outcomes, returns

@@ -434,3 +434,34 @@ def test_the_group_trainer_at_its_edges(tmp_path) -> None:
         kwargs = {"reward_env": model.reward_env, "curriculum": FixedCurriculum("RLA-TextNav-v0", 0.0)}
         with pytest.raises((ValueError, TypeError), match=message):
             GroupPPO("MultiInputPolicy", model.env, **{**kwargs, name: value})
+
+
+@pytest.mark.parametrize("vec_env", ["dummy", "batched"])
+def test_sb3_callbacks_read_each_step_s_dones_and_rewards(vec_env: str) -> None:
+    """``on_step`` finds SB3's ``dones`` and ``rewards`` (arrays over every env; one that waits
+    for its group's others: not done, reward 0), so a callback can count episodes as SB3's own
+    do: the dones it sees are the round's episodes, each once."""
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class Episodes(BaseCallback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ended, self.won = 0, 0.0
+
+        def _on_step(self) -> bool:
+            self.ended += int(self.locals["dones"].sum())
+            self.won += float(self.locals["rewards"].sum())
+            return True
+
+    torch.set_num_threads(1)
+    settings = LoopSettings(algo="grpo", mode="outcome", difficulty=0.0, groups=2, group_size=4, seed=0,
+                            device="cpu", vec_env=vec_env)  # fmt: skip
+    model, callback = build_loop(settings)
+    episodes, outcomes = Episodes(), []
+    finish = model._finish_round
+    model._finish_round = lambda tasks, trains, steps, o, returns: (  # type: ignore[method-assign]
+        outcomes.extend(o.tolist()),
+        finish(tasks, trains, steps, o, returns),
+    )
+    model.learn(1, callback=[callback, episodes])  # one round: 8 episodes
+    assert episodes.ended == 8 == len(outcomes) and episodes.won == sum(o == 1 for o in outcomes)
