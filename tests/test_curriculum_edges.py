@@ -323,3 +323,16 @@ def test_more_groups_than_slots_share_their_round_s_verdict(fresh: bool) -> None
     verdicts = [pool.verdict(group[0]) for group in groups]
     assert verdicts[0] is not None and verdicts == [verdicts[0]] * 2
     assert pool.verdict(groups[0][0]) is None  # every group of the round has read it
+
+
+def test_learnability_evaluates_a_candidate_in_one_group() -> None:
+    """Under a group trainer each candidate's rollouts come as one group (they came as one group
+    per rollout: 4 x 8 rollouts where 4 would do), and the candidates are judged after one group each."""
+    c = LearnabilityCurriculum(E, candidates=3, rollouts=4, buffer_size=1)
+    groups = [c.next_group(0, 8) for _ in range(3)]
+    assert [len({t.key for t in g}) for g in groups] == [1, 1, 1] and not c.queue
+    assert not any(c.trains_on(g[0]) for g in groups)
+    for group, outcome in zip(groups, (1, -1, 1), strict=True):
+        for i, task in enumerate(group):
+            c.update(EpisodeResult(task, outcome if i % 2 else -outcome, 1.0, 3))
+    assert c.refreshes == 1 and c.trains_on(c.next_group(0, 8)[0])

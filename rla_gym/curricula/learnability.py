@@ -82,6 +82,20 @@ class LearnabilityCurriculum(Curriculum):
             return self.buffer[int(self.rng.integers(len(self.buffer)))]
         return self._fresh()
 
+    def next_group(self, slot: int, size: int) -> list[Task]:
+        """A group trainer's ``size`` rollouts of one task: a candidate's evaluation rollouts come
+        in one group (its queued rollouts are taken out, ``size`` serving up to all of them), so
+        evaluating costs one group per candidate, not one per rollout."""
+        size = check_positive(size, "size", integer=True)
+        if not self.queue:
+            return [self.next_task(slot)] * size
+        task = self.queue.pop(0)
+        for _ in range(size - 1):  # the group's other rollouts stand for the candidate's queued ones
+            if task not in self.queue:
+                break
+            self.queue.remove(task)
+        return [task] * size
+
     def abandon(self, task: Task) -> None:
         """A candidate's rollout that will not be reported is handed out again (the candidates
         are judged once all their rollouts are in)."""
