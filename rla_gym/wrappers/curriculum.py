@@ -36,6 +36,19 @@ def episode_result(task: Task, info: Mapping[str, Any], episode_return: float, l
     )
 
 
+def check_gymnasium_curriculum(curriculum: Any) -> None:
+    """A curriculum a Gymnasium adapter can serve: an rla_gym ``Curriculum`` that needs no value
+    estimates (a Gymnasium env has no learner's values to give), else raise naming it."""
+    if not isinstance(curriculum, Curriculum):
+        raise TypeError(f"curriculum must be an rla_gym Curriculum, got {curriculum!r}")
+    if curriculum.needs_values:
+        raise ValueError(
+            f"{type(curriculum).__name__} scores episodes with the learner's value estimates "
+            "(needs_values), which a Gymnasium env cannot supply: use agents.curriculum."
+            "CurriculumVecEnv under SB3, or a score that needs none"
+        )
+
+
 def check_curriculum_options(options: Mapping[str, Any] | None) -> None:
     """Adapters own the task: reject reset options that would override it."""
     clash = {"task", "difficulty"} & set(options or ())
@@ -64,14 +77,7 @@ class CurriculumWrapper(gym.Wrapper[Any, Any, Any, Any]):
         super().__init__(env)
         if not isinstance(env.unwrapped, RLAEnv):
             raise TypeError(f"CurriculumWrapper needs an rla_gym env, got {env.unwrapped!r}")
-        if not isinstance(curriculum, Curriculum):
-            raise TypeError(f"curriculum must be an rla_gym Curriculum, got {curriculum!r}")
-        if curriculum.needs_values:
-            raise ValueError(
-                f"{type(curriculum).__name__} scores episodes with the learner's value estimates "
-                "(needs_values), which a Gymnasium env cannot supply: use agents.curriculum."
-                "CurriculumVecEnv under SB3, or a score that needs none"
-            )
+        check_gymnasium_curriculum(curriculum)
         if isinstance(slot, bool) or not isinstance(slot, (int, np.integer)) or slot < 0:
             raise ValueError(f"slot must be an integer >= 0, got {slot!r}")
         if curriculum.env_id != env.unwrapped.env_id:

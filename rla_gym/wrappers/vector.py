@@ -9,7 +9,12 @@ from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
 from rla_gym.core import Task
 from rla_gym.curricula.base import Curriculum
-from rla_gym.wrappers.curriculum import RESULT_KEYS, check_curriculum_options, episode_result
+from rla_gym.wrappers.curriculum import (
+    RESULT_KEYS,
+    check_curriculum_options,
+    check_gymnasium_curriculum,
+    episode_result,
+)
 
 
 def sub_info(info: dict[str, Any], index: int, keys: tuple[str, ...]) -> dict[str, Any]:
@@ -47,14 +52,7 @@ class CurriculumVectorWrapper(VectorWrapper):
         mode = env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
         if mode not in (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED):
             raise ValueError(f"autoreset_mode must be NEXT_STEP, SAME_STEP or DISABLED, got {mode!r}")
-        if not isinstance(curriculum, Curriculum):
-            raise TypeError(f"curriculum must be an rla_gym Curriculum, got {curriculum!r}")
-        if curriculum.needs_values:
-            raise ValueError(
-                f"{type(curriculum).__name__} scores episodes with the learner's value estimates "
-                "(needs_values), which a Gymnasium vector env cannot supply: use agents.curriculum."
-                "CurriculumVecEnv under SB3, or a score that needs none"
-            )
+        check_gymnasium_curriculum(curriculum)
         if not hasattr(env, "set_attr"):
             raise TypeError(
                 "CurriculumVectorWrapper pins each sub-env's next task with set_attr: wrap the vector env "
