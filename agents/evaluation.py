@@ -75,9 +75,11 @@ def oracle_batch_agent(seed: int = 0) -> BatchAgent:
 
 
 def _base_env(env_id: str) -> RLAEnv:
-    base = gym.make(env_id).unwrapped
-    if not isinstance(base, RLAEnv):
-        raise ValueError(f"{env_id!r} is not an rla-gym environment")
+    from rla_gym.registration import make_rla_env
+
+    env = make_rla_env(env_id)  # an unknown or foreign id is named
+    base: RLAEnv = env.unwrapped  # type: ignore[assignment]
+    env.close()
     return base
 
 
@@ -138,6 +140,9 @@ def _play(envs: Any, agent: BatchAgent, grid: list[Any], success: np.ndarray, le
             # sub-envs past the grid's end replay its first task, unread
             envs.unwrapped.set_tasks(part + [part[0]] * (envs.num_envs - len(part)))
             obs, info = envs.reset(seed=0)
+            # every row starts an episode here: said outright, since a row that ended on the last
+            # step of the chunk before was never shown ending (a history agent must not carry it on)
+            info = {**info, "episode_start": np.ones(envs.num_envs, dtype=bool)}
             running = live.copy()
             steps = np.zeros(envs.num_envs, dtype=np.int64)
             while running.any():

@@ -166,7 +166,9 @@ class EpisodeStarts:
     Follows the autoreset modes the suite's evaluation uses: ``DISABLED`` (a row that ended is
     frozen, its mask entries False, until the next ``reset``, which starts it again) and
     ``SAME_STEP`` (``info["_final_obs"]`` marks rows whose observation is already the next
-    episode's first). The first call is a reset: every row starts.
+    episode's first). The first call is a reset: every row starts; so is a call whose info
+    carries ``episode_start`` (a bool per row, set by a caller that reset the env: a row that
+    ended on the step before the reset may never have been seen ending).
     """
 
     def __init__(self) -> None:
@@ -175,9 +177,12 @@ class EpisodeStarts:
     def __call__(self, info: dict[str, Any], n: int) -> tuple[np.ndarray, np.ndarray]:
         """(starts, live): rows starting an episode now, rows whose observation is meaningful."""
         live = np.asarray(info.get("_action_mask", np.ones(n, dtype=bool)), dtype=bool)
+        marked = info.get("episode_start")
         if self._ended is None or len(self._ended) != n:
             self._ended = np.zeros(n, dtype=bool)
             starts = live.copy()
+        elif marked is not None:  # the caller reset these rows
+            starts = live & np.asarray(marked, dtype=bool)
         else:
             starts = live & self._ended
             if "_final_obs" in info:  # SAME_STEP: the observation is the next episode's first

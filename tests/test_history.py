@@ -246,3 +246,30 @@ def test_episode_starts_after_a_disabled_reset_mark_only_the_reset_step() -> Non
         starts, live = starts_of(info, 3)
         assert not starts.any() and live.all()
     envs.close()
+
+
+def test_every_evaluation_chunk_starts_the_history_agent_with_an_empty_past(monkeypatch) -> None:
+    """Tasks are played ``chunk`` at a time; a row whose episode ended on a chunk's last step was
+    never shown ending, so the next chunk's first step carried its history on (a grid above one
+    chunk, as the bench's final evaluation, scored otherwise than one episode at a time)."""
+    import agents.evaluation as evaluation
+
+    torch.set_num_threads(1)
+    settings = LoopSettings(algo="ppo", mode="outcome", history=2, n_envs=2, n_steps=16, seed=0, device="cpu")
+    model, _ = build_loop(settings)
+    length = gym.make("RLA-TextNav-v0").unwrapped.token_length
+    seen, resets = [], []
+    predict = model.predict
+    model.predict = lambda obs, **kw: (seen.append(obs["tokens"].copy()), predict(obs, **kw))[1]
+    play = evaluation._play
+
+    def counting(envs, agent, grid, success, steps) -> None:
+        reset = envs.reset
+        envs.reset = lambda **kw: (resets.append(len(seen)), reset(**kw))[1]
+        play(envs, agent, grid, success, steps)
+
+    monkeypatch.setattr(evaluation, "_play", counting)
+    evaluate_batched("RLA-TextNav-v0", history_batch_agent(model, 2, False, True), (0.5,), 6, chunk=2)
+    assert len(resets) == 3
+    for k in resets:  # the first step after each chunk's reset: a fresh episode, no past
+        assert not seen[k][:, length:].any()

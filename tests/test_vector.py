@@ -168,10 +168,36 @@ def test_sb3_adapter_gives_what_dummy_vec_env_gives() -> None:
                 assert np.array_equal(infos_a[i]["terminal_observation"]["tokens"],
                                       infos_b[i]["terminal_observation"]["tokens"])  # fmt: skip
                 assert ours.reset_infos[i]["task_key"] == theirs.reset_infos[i]["task_key"]
+                # SB3's Monitor figures: its return and length (the time differs)
+                episode_a, episode_b = infos_a[i]["episode"], infos_b[i]["episode"]
+                assert (episode_a["r"], episode_a["l"]) == (episode_b["r"], episode_b["l"])
     assert dones >= 5
     assert ours.env_method("set_task", Task("RLA-Household-v0", 0.0, 1), indices=[1]) == [None]
     assert ours.get_attr("pinned_task", indices=1)[0].seed == 1
     assert np.stack(ours.env_method("action_masks")).shape == (3, ours.action_space.n)
+
+
+def test_the_sb3_adapter_takes_options_and_names_bad_arguments() -> None:
+    """``set_options`` reaches the next reset, as with ``DummyVecEnv`` (it was dropped); an unknown
+    or foreign id and a bad seed are named when the adapter is made."""
+    from stable_baselines3.common.env_util import make_vec_env
+
+    venv = BatchedVecEnv("RLA-TextNav-v0", 2, seed=0, env_kwargs={"difficulty": 0.2})
+    dummy = make_vec_env("RLA-TextNav-v0", n_envs=2, seed=0, env_kwargs={"difficulty": 0.2})
+    for each in (venv, dummy):
+        each.set_options({"difficulty": 0.9})
+        each.reset()
+    assert [info["difficulty"] for info in venv.reset_infos] == [0.9, 0.9]
+    assert [info["task_key"] for info in venv.reset_infos] == [info["task_key"] for info in dummy.reset_infos]
+    venv.set_options([{"difficulty": 0.9}, {}])
+    with pytest.raises(ValueError, match="one options dict for every sub-env"):
+        venv.reset()
+    with pytest.raises(ValueError, match="unknown env id 'Nope-v0'"):
+        BatchedVecEnv("Nope-v0", 2)
+    with pytest.raises(ValueError, match="'CartPole-v1' is not an rla-gym environment"):
+        BatchedVecEnv("CartPole-v1", 2)
+    with pytest.raises(ValueError, match="seed must be an integer >= 0 or None, got 'a'"):
+        BatchedVecEnv("RLA-TextNav-v0", 2, seed="a")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
