@@ -153,6 +153,8 @@ def save_checkpoint(path: Path, settings: TrainSettings, model: Any, callback: L
         "history": callback.history,
         "rng": {
             "torch": torch.get_rng_state(),
+            # SB3's CUDA sampling draws from the CUDA generators (None without CUDA)
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
             "numpy": _numpy_global_state(),
             "python": random.getstate(),
             # batched-ppo samples actions and minibatches with its own generator
@@ -201,6 +203,9 @@ def _restore(payload: dict[str, Any], model: Any, callback: LoopCallback) -> Non
     if isinstance(callback, RLAnythingCallback):
         _restore_loop(payload, callback)
     torch.set_rng_state(payload["rng"]["torch"])
+    cuda = payload["rng"].get("cuda")  # a run saved on CUDA, resumed where CUDA has as many devices
+    if cuda is not None and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(cuda)
     kind, keys, pos, has_gauss, cached = payload["rng"]["numpy"]
     np.random.set_state((kind, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))  # noqa: NPY002
     random.setstate(payload["rng"]["python"])

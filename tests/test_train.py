@@ -556,6 +556,8 @@ def test_a_resumed_loop_holds_every_saved_state(tmp_path: Path, algo: str) -> No
     assert _same_state(model.policy.state_dict(), payload["policy"])
     assert _same_state(model.policy.optimizer.state_dict(), payload["policy_optimizer"])
     assert model.num_timesteps == payload["num_timesteps"] and model._n_updates == payload["n_updates"]
+    # the CUDA generators travel too (SB3 samples actions there on a GPU); none on a CPU machine
+    assert "cuda" in payload["rng"] and (payload["rng"]["cuda"] is None) == (not torch.cuda.is_available())
 
 
 @pytest.mark.parametrize("algo", ["ppo", "batched-ppo"])
