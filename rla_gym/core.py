@@ -229,8 +229,8 @@ class RLAEnv(gym.Env[Any, np.int64]):
         return self._observation(), self._info(invalid=False, progress=0)
 
     def _seed_and_configure(self, seed: int | None, options: dict[str, Any] | None) -> None:
-        """``reset``'s seeding and options, before the task starts (shared with the vector envs)."""
-        super().reset(seed=seed)
+        """``reset``'s options, then its seeding, before the task starts (shared with the vector
+        envs): options that are refused leave the random state as it was."""
         if options is not None and not isinstance(options, dict):
             raise TypeError(f"options must be a dict or None, got {options!r}")
         if options:
@@ -243,6 +243,7 @@ class RLAEnv(gym.Env[Any, np.int64]):
                 self.set_task(options["task"])
             if "difficulty" in options:
                 self.set_difficulty(options["difficulty"])
+        super().reset(seed=seed)
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         """Apply one command; a masked (inadmissible) command is a no-op flagged in info."""

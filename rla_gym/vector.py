@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
@@ -114,16 +115,30 @@ class RLAVectorEnv(VectorEnv):
 
     # ------------------------------------------------------------------ tasks
     def set_tasks(self, tasks: Sequence[Task | None]) -> None:
-        """Pin one task per sub-env (None unpins) from its next reset on."""
-        for env, task in zip(self.envs, self._per_env(tasks, "tasks"), strict=True):
+        """Pin one task per sub-env (None unpins) from its next reset on; a bad entry is named
+        before any sub-env changes."""
+        if not isinstance(tasks, (Sequence, np.ndarray)) or isinstance(tasks, str):
+            raise TypeError(f"tasks must be a sequence of one Task (or None) per sub-env, got {tasks!r}")
+        tasks = self._per_env(tasks, "tasks")
+        env_id = self.envs[0].env_id
+        for i, task in enumerate(tasks):
+            if task is not None and not isinstance(task, Task):
+                raise TypeError(f"tasks[{i}] must be an rla_gym.Task or None, got {task!r}")
+            if task is not None and task.env_id != env_id:
+                raise ValueError(f"tasks[{i}] is for {task.env_id!r}, not {env_id!r}: {task!r}")
+        for env, task in zip(self.envs, tasks, strict=True):
             if task is not env._pinned_task:  # curriculum adapters re-pin every sub-env each step
                 env.set_task(task)
 
     def set_difficulties(self, difficulties: float | Sequence[float] | np.ndarray) -> None:
         """Sample each sub-env's tasks at its difficulty (a scalar: all of them) from its next reset on."""
+        if isinstance(difficulties, str):
+            raise TypeError(f"difficulties must be a number or one per sub-env, got {difficulties!r}")
+        if isinstance(difficulties, np.ndarray) and difficulties.ndim == 0:  # a numpy scalar array
+            difficulties = difficulties.item()
         values = (
             difficulties
-            if isinstance(difficulties, (Sequence, np.ndarray))
+            if isinstance(difficulties, (Sequence, np.ndarray)) and np.ndim(difficulties) > 0
             else [difficulties] * self.num_envs
         )
         checked = [  # all checked before any sub-env changes
@@ -170,8 +185,10 @@ class RLAVectorEnv(VectorEnv):
             seeds: list[int | None] = [None] * n
         elif isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
             seeds = [int(seed) + i for i in range(n)]
-        else:
+        elif isinstance(seed, (Sequence, np.ndarray)) and not isinstance(seed, str):
             seeds = self._per_env(seed, "seed")
+        else:
+            raise TypeError(f"seed must be an integer, one per sub-env, or None, got {seed!r}")
         if options is not None and not isinstance(options, dict):
             raise TypeError(f"options must be a dict or None, got {options!r}")
         options = dict(options or {})
@@ -182,6 +199,10 @@ class RLAVectorEnv(VectorEnv):
         mask = np.asarray(options.pop("reset_mask", np.ones(n, dtype=bool)))
         if mask.shape != (n,) or mask.dtype != np.bool_:
             raise ValueError(f"options['reset_mask'] must be a bool array of shape ({n},), got {mask!r}")
+        if not self._started and not mask.all():  # a sub-env never reset has no episode to step
+            raise ValueError("the first reset resets every sub-env: no reset_mask, or an all-True one")
+        if isinstance(seed, numbers.Integral) and not isinstance(seed, bool):  # as VectorEnv.reset
+            self._np_random, self._np_random_seed = seeding.np_random(int(seed))
         return seeds, options, mask
 
     def _check_actions(self, actions: Any) -> np.ndarray:

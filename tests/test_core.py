@@ -239,3 +239,15 @@ def test_wrapped_env_does_not_forward_attributes() -> None:
     with pytest.raises(AttributeError):
         _ = env.difficulty  # reach the base through env.unwrapped or get_wrapper_attr
     assert env.get_wrapper_attr("difficulty") == 0.5
+
+
+def test_a_refused_reset_leaves_the_random_state_as_it_was() -> None:
+    """Options are checked before the seed is applied: a reset refused for its options does not
+    reseed the env (the next task came from the refused call's seed)."""
+    env = gym.make("RLA-TextNav-v0")
+    env.reset(seed=1)
+    expected = env.reset()[1]["task_seed"]
+    env.reset(seed=1)
+    with pytest.raises(ValueError, match="difficulty"):
+        env.reset(seed=99, options={"difficulty": 9})
+    assert env.reset()[1]["task_seed"] == expected

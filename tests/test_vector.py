@@ -404,10 +404,11 @@ def test_pinning_again_keeps_tasks_and_checks_new_ones() -> None:
     envs.set_attr("pinned_task", tasks)
     envs.set_attr("pinned_task", tasks)
     assert envs.get_attr("pinned_task") == tuple(tasks)
-    with pytest.raises(TypeError, match="task must be an rla_gym.Task"):
-        envs.set_attr("pinned_task", [tasks[0], "easy", tasks[2]])
-    with pytest.raises(ValueError, match="RLA-GUI-v1"):
-        envs.set_attr("pinned_task", [tasks[0], Task("RLA-GUI-v1", 0.2, 3), tasks[2]])
+    with pytest.raises(TypeError, match="tasks\\[1\\] must be an rla_gym.Task"):
+        envs.set_attr("pinned_task", [tasks[2], "easy", tasks[2]])
+    with pytest.raises(ValueError, match="tasks\\[1\\] is for 'RLA-GUI-v1'"):
+        envs.set_attr("pinned_task", [tasks[2], Task("RLA-GUI-v1", 0.2, 3), tasks[2]])
+    assert envs.get_attr("pinned_task") == tuple(tasks)  # refused whole: no sub-env changed
     envs.set_attr("pinned_task", [tasks[2], None, None])
     _, info = envs.reset(seed=0)
     assert info["difficulty"].tolist() == [0.9, 0.3, 0.9] and info["task_seed"][0] == 2
@@ -420,3 +421,21 @@ def test_set_attr_takes_a_tuple_as_one_value_per_sub_env() -> None:
     assert envs.get_attr("pinned_task") == tasks
     _, info = envs.reset(seed=0)
     assert info["task_seed"].tolist() == [1, 2] and info["difficulty"].tolist() == [0.1, 0.9]
+
+
+@pytest.mark.parametrize("array_state", [False, True])
+def test_vector_resets_refuse_what_would_go_wrong(array_state: bool) -> None:
+    """A first reset that leaves sub-envs unstarted is refused (stepping one "succeeded" under
+    the array state); bad seeds and difficulties are named; ``reset(seed=s)`` seeds the vector
+    env's own ``np_random`` as Gymnasium's do."""
+    envs = gym.make_vec("RLA-TextNav-v0", num_envs=2, array_state=array_state)
+    with pytest.raises(ValueError, match="the first reset resets every sub-env"):
+        envs.reset(options={"reset_mask": np.array([True, False])})
+    for seed in (1.5, "a"):
+        with pytest.raises(TypeError, match="seed must be an integer, one per sub-env, or None"):
+            envs.reset(seed=seed)  # type: ignore[arg-type]
+    envs.reset(seed=3)
+    assert envs.np_random_seed == 3
+    envs.unwrapped.set_difficulties(np.array(0.5))  # a 0-d array is a scalar
+    with pytest.raises(TypeError, match="tasks must be a sequence"):
+        envs.unwrapped.set_tasks(None)  # type: ignore[arg-type]
