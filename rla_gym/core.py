@@ -342,9 +342,11 @@ class RLAEnv(gym.Env[Any, np.int64]):
         return self._mask_array
 
     def oracle_mask(self) -> np.ndarray:
-        """int8 multi-hot of the commands that lower the exact optimal distance by one."""
+        """int8 multi-hot of the commands that lower the exact optimal distance by one (none once
+        the goal is reached: distance 0)."""
         mask = np.zeros(len(self.action_names), dtype=np.int8)
-        mask[self._oracle_actions()] = 1
+        if self._last_distance != 0:
+            mask[self._oracle_actions()] = 1
         return mask
 
     def _info(self, invalid: bool, progress: int) -> dict[str, Any]:

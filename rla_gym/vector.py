@@ -301,7 +301,8 @@ class RLAVectorEnv(VectorEnv):
         if self.oracle_info:
             oracle = info["oracle_mask"]
             for row, env in zip(self._rows(rows, oracle.shape[0]), envs, strict=True):
-                oracle[row, env._oracle_actions()] = 1
+                if env._last_distance != 0:  # the goal reached: none (as RLAEnv.oracle_mask)
+                    oracle[row, env._oracle_actions()] = 1
         for key in self._keys:
             info["_" + key][rows] = True
 

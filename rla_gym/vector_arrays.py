@@ -281,7 +281,9 @@ class ArrayVectorEnv(RLAVectorEnv):
             "is_success": pick(outcome) == 1, "outcome": pick(outcome),
         }  # fmt: skip
         if self.oracle_info:
-            info["oracle_mask"] = self._oracle_masks(rows)
+            oracle = self._oracle_masks(rows)
+            oracle[info["distance"] == 0] = 0  # the goal reached: no command lowers the distance
+            info["oracle_mask"] = oracle
         return {key: info[key] for key in self._keys}
 
     def _array_info(self, invalid: np.ndarray, progress: np.ndarray, outcome: np.ndarray) -> dict[str, Any]:

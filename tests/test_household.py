@@ -302,3 +302,37 @@ def _expected_cells(d: float) -> dict[str, str]:
 
 def test_docstring_knob_table_matches_the_knob_function() -> None:
     check_knob_table(HouseholdEnv.__doc__ or "", {d: _expected_cells(d) for d in LEVELS})
+
+
+@pytest.mark.parametrize("array_state", [None, False, True])
+def test_no_oracle_command_once_the_goal_is_reached(array_state: bool | None) -> None:
+    """At the step that succeeds, distance 0, ``oracle_mask`` is empty (an examine task's oracle
+    offered "use lamp" again: its state leaves out that the object was examined), single env
+    and both vector paths alike."""
+    from rla_gym.evaluation import oracle_agent
+
+    rng = np.random.default_rng(0)
+    ends = 0
+    if array_state is None:
+        env = gym.make("RLA-Household-v0", difficulty=0.7)
+        for seed in range(60):
+            obs, info = env.reset(seed=seed)
+            done = False
+            while not done:
+                obs, _, terminated, truncated, info = env.step(oracle_agent(obs, info, rng))
+                done = terminated or truncated
+            assert terminated and info["distance"] == 0 and not info["oracle_mask"].any()
+            ends += 1
+    else:
+        envs = gym.make_vec("RLA-Household-v0", num_envs=64, difficulty=0.7, array_state=array_state,
+                            autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)  # fmt: skip
+        _, info = envs.reset(seed=0)
+        for _ in range(40):
+            actions = (rng.random(info["oracle_mask"].shape) * info["oracle_mask"]).argmax(axis=1)
+            _, _, terminated, _, info = envs.step(actions)
+            rows = np.flatnonzero(terminated)
+            if rows.size:
+                final = info["final_info"]
+                assert (final["distance"][rows] == 0).all() and not final["oracle_mask"][rows].any()
+            ends += rows.size
+    assert ends >= 60
