@@ -45,6 +45,7 @@ from stable_baselines3.common.logger import Logger
 
 import rla_gym  # noqa: F401  (registers the env ids)
 from agents.batched_loop import FeedbackVectorWrapper
+from agents.fields import check_finite
 from agents.loop_runtime import MODE_FLAGS, check_mode, zscore
 from agents.policies import TokenPolicy
 from agents.reward_model import ProcessRewardModel, resolve_device
@@ -126,15 +127,9 @@ class BatchedPPO:
         for name, number in (("gamma", gamma), ("gae_lambda", gae_lambda)):
             if isinstance(number, bool) or not isinstance(number, (int, float)) or not 0 <= number <= 1:
                 raise ValueError(f"{name} must be a number in [0, 1], got {number!r}")
-        for name, number in (("ent_coef", ent_coef), ("vf_coef", vf_coef)):
-            if isinstance(number, bool) or not isinstance(number, (int, float)) or not 0 <= number < np.inf:
-                raise ValueError(f"{name} must be a finite number >= 0, got {number!r}")
-        if (
-            isinstance(max_grad_norm, bool)
-            or not isinstance(max_grad_norm, (int, float))
-            or not 0 < max_grad_norm < np.inf
-        ):
-            raise ValueError(f"max_grad_norm must be a finite number > 0, got {max_grad_norm!r}")
+        check_finite("ent_coef", ent_coef, positive=False)
+        check_finite("vf_coef", vf_coef, positive=False)
+        check_finite("max_grad_norm", max_grad_norm, positive=True)
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
         resolved = _check_device(device)
@@ -306,7 +301,7 @@ class BatchedPPO:
         assert self._obs is not None
         obs, finished = self._obs, []
         self.policy.set_training_mode(False)
-        complete = False
+        complete = False  # a rollout a callback stops, or an error cuts, leaves no recorded votes
         try:
             with torch.no_grad():
                 for t in range(self.n_steps):
@@ -334,13 +329,10 @@ class BatchedPPO:
                     self.rollout_outcomes = np.concatenate(finished)
                     values[-1] = self._heads(torch.from_numpy(obs["tokens"]).to(self.device))[1].cpu()
                     complete = True
-        except BaseException:  # failed: the next rollout starts afresh (the episodes go on)
-            if self.feedback is not None:
-                self.feedback.discard_rollout()
-            raise
-        if not complete:  # a callback stopped it: likewise
-            if self.feedback is not None:
-                self.feedback.discard_rollout()
+        finally:
+            if not complete and self.feedback is not None:  # the next rollout starts afresh
+                self.feedback.discard_rollout()  # (the episodes running go on)
+        if not complete:
             return None
         feedback, process = self.feedback, None
         if feedback is not None:  # the closed loop's process part: votes on the whole rollout, now

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 
@@ -16,3 +17,13 @@ def noted(cls: type, name: str, note: str) -> Any:
     a subclass's field that keeps the default but tells the command line more."""
     field = {f.name: f for f in dataclasses.fields(cls)}[name]
     return described(field.default, f"{field.metadata['help']} ({note})")
+
+
+def check_finite(name: str, value: Any, *, positive: bool) -> None:
+    """Raise naming ``value`` unless it is a finite number > 0 (``positive``) or >= 0 (a trainer's
+    coefficients and limits)."""
+    sign = ">" if positive else ">="
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number {sign} 0, got {value!r}")
+    if not (value > 0 if positive else value >= 0):
+        raise ValueError(f"{name} must be a finite number {sign} 0, got {value!r}")

@@ -33,6 +33,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.vec_env import VecEnv
 
+from agents.fields import check_finite
 from agents.history import TokenHistory, action_base, check_frames, history_space
 from agents.trajectories import Trajectory
 from rla_gym.curricula.base import Curriculum, EpisodeResult
@@ -103,12 +104,10 @@ class GroupPPO(OnPolicyAlgorithm):
                 f"the env count ({env.num_envs}) must be a multiple of group_size ({group_size})"
             )
         keeps_group([1], group_filter)  # validates the name
-        for name, number, least in (("clip_range", clip_range, 0.0), ("max_grad_norm", max_grad_norm, 0.0)):
-            if isinstance(number, bool) or not isinstance(number, (int, float)) or not 0 < number < np.inf:
-                raise ValueError(f"{name} must be a finite number > {least:g}, got {number!r}")
-        for name, number in (("kl_coef", kl_coef), ("ent_coef", ent_coef)):
-            if isinstance(number, bool) or not isinstance(number, (int, float)) or not 0 <= number < np.inf:
-                raise ValueError(f"{name} must be a finite number >= 0, got {number!r}")
+        check_finite("clip_range", clip_range, positive=True)
+        check_finite("max_grad_norm", max_grad_norm, positive=True)
+        check_finite("kl_coef", kl_coef, positive=False)
+        check_finite("ent_coef", ent_coef, positive=False)
         if not isinstance(masked, bool):
             raise TypeError(f"masked must be a bool, got {masked!r}")
         if not isinstance(curriculum, Curriculum):
@@ -238,10 +237,8 @@ class GroupPPO(OnPolicyAlgorithm):
             actions, log_probs = self._act_batch(seen)
             still, nexts = [], []
             # this step as SB3's callbacks read it, over every env (those that waited: nothing)
-            step_dones, step_rewards = (
-                np.zeros(len(tasks), dtype=bool),
-                np.zeros(len(tasks), dtype=np.float32),
-            )
+            step_dones = np.zeros(len(tasks), dtype=bool)
+            step_rewards = np.zeros(len(tasks), dtype=np.float32)
             step_infos: list[dict[str, Any]] = [{} for _ in tasks]
             for k, (i, action, log_prob) in enumerate(zip(active, actions, log_probs, strict=True)):
                 nxt, reward, terminated, truncated, info = envs[i].step(int(action))
@@ -265,15 +262,8 @@ class GroupPPO(OnPolicyAlgorithm):
             self._remember(rows, nexts, actions)
             self.num_timesteps += len(active)
             active = still
-            callback.update_locals(
-                {
-                    **locals(),
-                    "dones": step_dones,
-                    "rewards": step_rewards,
-                    "infos": step_infos,
-                    "new_obs": obs,
-                }
-            )
+            sb3 = {"dones": step_dones, "rewards": step_rewards, "infos": step_infos, "new_obs": obs}
+            callback.update_locals({**locals(), **sb3})
             if not callback.on_step():
                 return None
         return steps, outcomes, returns

@@ -16,6 +16,7 @@ import torch
 
 from agents.reward_model import ProcessRewardModel
 from agents.trajectories import Trajectory
+from rla_gym.core import final_outcome
 
 
 def _check_lam_m(lam: float, m: int | None = None) -> None:
@@ -145,9 +146,8 @@ class ProcessRewardWrapper(gym.Wrapper[Any, Any, Any, Any]):
             info["rm_outcome_prediction"] = self._predict(obs)
             info["rm_votes"] = np.stack(self._votes)
         self._obs = obs["tokens"]
-        # the outcome O in {+1, -1} at the last step (an episode cut by an outer time limit, where
-        # the env says 0, failed); the env's own reward, 1 or 0, is not the method's O
-        outcome = (1.0 if info.get("outcome") == 1 else -1.0) if terminated or truncated else 0.0
+        # the method's O in {+1, -1} at the last step, not the env's own reward (1 or 0)
+        outcome = final_outcome(info) if terminated or truncated else 0
         return obs, outcome + self.lam * float(votes.mean()), terminated, truncated, info
 
     @torch.no_grad()

@@ -49,7 +49,7 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs, VecEnvStepR
 from agents.curriculum import CurriculumVecEnv, finish_curriculum_rollout
 from agents.reward_model import PRMTrainer, ProcessRewardModel, draw_votes, prm_diagnostics
 from agents.trajectories import Trajectory
-from rla_gym.core import check_difficulty
+from rla_gym.core import check_difficulty, final_outcome
 from rla_gym.curricula.base import Curriculum
 from rla_gym.stats import error_statistics
 
@@ -294,8 +294,7 @@ class IntegratedRewardVecEnv(VecEnvWrapper):
             rewards += self._rollout["process"][0]
         for i in done_envs:
             info = infos[i]
-            # an episode cut by an outer time limit (the env says outcome 0) did not succeed
-            outcome = 1 if info.get("outcome") == 1 else -1
+            outcome = final_outcome(info)  # -1 for an episode an outer time limit cut
             rewards[i] += self.outcome_weight * outcome
             # the outcome is final (the step budget is part of the task): SB3 must not add
             # gamma * V(terminal obs) to it as it does for time-limit truncations

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import math
 import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -55,6 +56,18 @@ def normalize_difficulty(value: Any) -> float:
     """:func:`check_difficulty`, rounded to 6 decimals so that 0.7, np.float32(0.7) and
     0.1 + 0.6 name the same task (and -0.0 the task of 0.0)."""
     return round(check_difficulty(value), 6) + 0.0
+
+
+def final_outcome(info: Mapping[str, Any]) -> int:
+    """The method's outcome O of an episode that just ended, from its last ``info``: +1 if it
+    succeeded, else -1 (an episode a wrapper cut before the env ended it, an outer
+    ``TimeLimit``, has ``outcome`` 0 there, or none: it did not succeed).
+
+    Examples:
+        >>> final_outcome({"outcome": 1}), final_outcome({"outcome": 0}), final_outcome({})
+        (1, -1, -1)
+    """
+    return 1 if info.get("outcome") == 1 else -1
 
 
 def check_task_seed(value: Any) -> int:

@@ -9,7 +9,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from rla_gym.core import RLAEnv, Task
+from rla_gym.core import RLAEnv, Task, final_outcome
 from rla_gym.curricula.base import Curriculum, EpisodeResult, check_bounds
 from rla_gym.curricula.rm_balance import RewardModelBalanceCurriculum
 
@@ -25,10 +25,9 @@ def episode_result(task: Task, info: Mapping[str, Any], episode_return: float, l
     ``outcome`` 0, or nothing) did not succeed: outcome -1."""
     prediction = info.get("rm_outcome_prediction")
     votes = info.get("rm_votes")
-    outcome = int(info.get("outcome", 0))
     return EpisodeResult(
         task=task,
-        outcome=outcome if outcome in (1, -1) else -1,
+        outcome=final_outcome(info),
         episode_return=float(episode_return),
         length=int(length),
         rm_outcome_prediction=None if prediction is None else float(prediction),
